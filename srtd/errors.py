@@ -1,0 +1,118 @@
+"""Every error srtd raises on purpose, and the exit code each one maps to.
+
+The hierarchy is at the top; the mapping to exit codes is `exit_code_for`, the one
+place the CLI consults.  Anything that is not an `SrtdError` escaping to the CLI is
+a bug in srtd and exits with `EXIT_INTERNAL`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Exit codes: documented in docs/exit-codes.md, and nowhere else decided.
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1  # a critical unit failed, or a terminal unit exited non-zero (its code wins)
+EXIT_INPUT = 2  # recipe, cluster file, plan or command line is invalid; nothing was started
+EXIT_LAUNCH = 3  # the environment refused: a launcher could not start, the log dir is not writable
+EXIT_ATTACH = 4  # no such job to attach to, or its socket refused us
+EXIT_INTERNAL = 70  # a bug in srtd (EX_SOFTWARE); the traceback is saved, not printed
+EXIT_SIGNAL_BASE = 128  # stopped by signal N: 128 + N, as shells report it
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with an input file, pinned to where it is."""
+
+    message: str
+    path: str = ""  # dotted field path, e.g. roles.decode.gpus
+    file: str | None = None
+    line: int | None = None  # 1-based
+    column: int | None = None  # 1-based
+    variant: str | None = None  # override variant or sweep combination
+
+    def location(self) -> str:
+        parts = [self.file or "<recipe>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        where = self.location()
+        if self.variant:
+            where += f" [{self.variant}]"
+        if self.path:
+            return f"{where} {self.path}: {self.message}"
+        return f"{where}: {self.message}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "variant": self.variant,
+            "message": self.message,
+        }
+
+
+class SrtdError(Exception):
+    """Base of every error srtd raises deliberately."""
+
+
+class InputError(SrtdError):
+    """The user's input is wrong; nothing has been started."""
+
+
+class RecipeError(InputError):
+    """A recipe failed to load or validate.  Carries every problem found in the file."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def single(cls, message: str, **where: object) -> RecipeError:
+        return cls([Problem(message, **where)])  # type: ignore[arg-type]
+
+
+class ClusterConfigError(InputError):
+    """The cluster settings file (srtslurm.yaml) or an SRTD_* variable is invalid."""
+
+
+class PlanError(InputError):
+    """The recipe is valid on its own but cannot be turned into a plan for these nodes."""
+
+    def __init__(self, messages: str | Iterable[str]) -> None:
+        self.messages = (messages,) if isinstance(messages, str) else tuple(messages)
+        super().__init__("\n".join(self.messages))
+
+
+class UsageError(InputError):
+    """The command line asks for something that does not fit together."""
+
+
+class LaunchError(SrtdError):
+    """A launcher could not start a unit, or the job's environment is unusable."""
+
+
+class AttachError(SrtdError):
+    """No running job to attach to, or the job refused the connection."""
+
+
+_EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (InputError, EXIT_INPUT),
+    (LaunchError, EXIT_LAUNCH),
+    (AttachError, EXIT_ATTACH),
+    (SrtdError, EXIT_JOB_FAILED),
+)
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The process exit code for an error that reached the command line."""
+    for kind, code in _EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    return EXIT_INTERNAL

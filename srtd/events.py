@@ -1,0 +1,140 @@
+"""Events: every state change of a job, and the job state as a fold of them.
+
+One `Event` per change, appended to `<log_dir>/events.jsonl` (one JSON object per
+line) and kept in memory.  `JobState.apply` folds events into the state that
+`srtd attach` shows, so a live snapshot, a stream and a replay of a finished job's
+journal are one code path.  The journal format is a contract (docs/events.md).
+
+Like `srtd.unit`, this module imports nothing of srtd's.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JOURNAL_FORMAT = 1
+
+
+class UnitState(StrEnum):
+    PENDING = "pending"  # in the plan, not yet considered
+    WAITING = "waiting"  # waiting for its `after` edges
+    STARTING = "starting"  # launched, readiness not yet passed
+    READY = "ready"  # readiness passed (or no probe)
+    EXITED = "exited"  # the process ended; what happens next follows
+    BACKOFF = "backoff"  # waiting out the restart delay
+    STOPPING = "stopping"  # teardown sent SIGTERM
+    STOPPED = "stopped"  # ended for good, not a failure
+    FAILED = "failed"  # ended for good, a failure
+
+
+class JobState(StrEnum):
+    STARTING = "starting"  # units are being started
+    RUNNING = "running"  # every non-terminal unit is ready; terminal units run
+    STOPPING = "stopping"  # teardown in progress
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # stopped by a signal
+
+
+FINAL_UNIT_STATES = frozenset({UnitState.STOPPED, UnitState.FAILED})
+FINAL_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class Event(BaseModel):
+    """One state change.  `unit` is None for job-level events."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    ts: float
+    unit: str | None
+    state: str  # a UnitState for units, a JobState for the job
+    prev: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    attempt: int | None = None
+    pid: int | None = None
+    detail: dict[str, Any] | None = None
+
+    def to_line(self) -> str:
+        return self.model_dump_json(exclude_none=True) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> Event:
+        return cls.model_validate_json(line)
+
+
+class UnitView(BaseModel):
+    """What is known about one unit after folding its events."""
+
+    name: str
+    state: UnitState = UnitState.PENDING
+    attempt: int = 0
+    restarts: int = 0
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    started_at: float | None = None  # first launch
+    ready_at: float | None = None  # first readiness
+    ended_at: float | None = None
+
+
+class JobView(BaseModel):
+    """The job as a fold of its events."""
+
+    state: JobState = JobState.STARTING
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    seq: int = 0
+    units: dict[str, UnitView] = Field(default_factory=dict)
+
+    def apply(self, event: Event) -> None:
+        self.seq = event.seq
+        if event.unit is None:
+            self._apply_job(event)
+        else:
+            self._apply_unit(event)
+
+    def _apply_job(self, event: Event) -> None:
+        self.state = JobState(event.state)
+        if self.started_at is None:
+            self.started_at = event.ts
+        if self.state in FINAL_JOB_STATES:
+            self.ended_at = event.ts
+            self.exit_code = event.exit_code
+        if event.reason is not None:
+            self.reason = event.reason
+
+    def _apply_unit(self, event: Event) -> None:
+        assert event.unit is not None
+        view = self.units.setdefault(event.unit, UnitView(name=event.unit))
+        view.state = UnitState(event.state)
+        if event.attempt is not None:
+            view.restarts = max(view.restarts, event.attempt)
+            view.attempt = event.attempt
+        if event.pid is not None:
+            view.pid = event.pid
+        if view.state is UnitState.STARTING and view.started_at is None:
+            view.started_at = event.ts
+        if view.state is UnitState.READY and view.ready_at is None:
+            view.ready_at = event.ts
+        if view.state in (UnitState.EXITED, *FINAL_UNIT_STATES):
+            view.exit_code = event.exit_code if event.exit_code is not None else view.exit_code
+            view.signal = event.signal if event.signal is not None else view.signal
+            view.ended_at = event.ts
+        if event.reason is not None:
+            view.reason = event.reason
+
+    @classmethod
+    def fold(cls, events: list[Event], unit_names: list[str] | None = None) -> JobView:
+        view = cls(units={n: UnitView(name=n) for n in unit_names or []})
+        for event in events:
+            view.apply(event)
+        return view

@@ -1,0 +1,277 @@
+"""The plan's data types: `Unit`, `Plan` and what they carry.
+
+This module is the bottom layer of srtd: it imports nothing of srtd's.  Engines,
+frontends and service kinds produce `Unit`s; the plan builder assembles a `Plan`;
+the supervisor and the launchers read them and nothing else.  The JSON form of a
+`Plan` (`Plan.to_json`) is a documented contract (docs/plan.md): fields are added,
+never renamed or re-typed without bumping `PLAN_FORMAT`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLAN_FORMAT = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class UnitKind(StrEnum):
+    SERVICE = "service"
+    WORKER = "worker"
+    FRONTEND = "frontend"
+    BENCHMARK = "benchmark"
+    BUILD = "build"
+
+
+class Condition(StrEnum):
+    """What a dependency must have reached before its dependant starts."""
+
+    STARTED = "started"  # its process has been launched
+    READY = "ready"  # its readiness probe passed (or it has no probe and was started)
+    SUCCEEDED = "succeeded"  # it exited 0 (one-shot units: clone, build)
+
+
+class Edge(_Frozen):
+    unit: str
+    condition: Condition = Condition.READY
+
+
+# --------------------------------------------------------------------------- probes
+
+
+class TcpProbe(_Frozen):
+    """Ready when `port` on `node` accepts a TCP connection."""
+
+    type: Literal["tcp"] = "tcp"
+    node: str
+    port: int
+
+
+class HttpProbe(_Frozen):
+    """Ready when GET http://<node>:<port><path> answers `status`."""
+
+    type: Literal["http"] = "http"
+    node: str
+    port: int
+    path: str = "/health"
+    status: int = 200
+
+
+class LogProbe(_Frozen):
+    """Ready when a complete line of the unit's log matches `pattern`."""
+
+    type: Literal["log"] = "log"
+    pattern: str
+
+
+class Count(_Frozen):
+    """One way to read a number out of a JSON health document.
+
+    `field` reads a number at a dotted path (`stats.prefill_count`).  `items` counts
+    the entries of the list at a dotted path (`instances`) whose fields equal every
+    value in `where` (a list value means "any of these").  Exactly one is set.
+    """
+
+    field: str | None = None
+    items: str | None = None
+    where: dict[str, str | list[str]] = Field(default_factory=dict)
+
+
+class WorkerCountProbe(_Frozen):
+    """The frontend gate: a JSON document that counts registered workers.
+
+    Ready when GET http://<node>:<port><path> answers `status` with a JSON body in
+    which the sum of the `prefill` counts is at least `expect_prefill` and the sum
+    of the `decode` counts is at least `expect_decode`.  The frontend that owns the
+    gate writes the counting rules; the supervisor only evaluates them.
+    """
+
+    type: Literal["workers"] = "workers"
+    node: str
+    port: int
+    path: str
+    status: int = 200
+    prefill: tuple[Count, ...] = ()
+    decode: tuple[Count, ...] = ()
+    expect_prefill: int = 0
+    expect_decode: int = 0
+
+
+Probe = Annotated[TcpProbe | HttpProbe | LogProbe | WorkerCountProbe, Field(discriminator="type")]
+
+
+class Readiness(_Frozen):
+    probe: Probe
+    timeout_seconds: float = 120.0
+    interval_seconds: float = 2.0
+
+
+# --------------------------------------------------------------------------- restart
+
+
+class RestartMode(StrEnum):
+    NEVER = "never"
+    ON_FAILURE = "on-failure"
+    ALWAYS = "always"
+
+
+class Restart(_Frozen):
+    """How a unit is relaunched when it exits.  Counts are per unit over the job."""
+
+    policy: RestartMode = RestartMode.NEVER
+    max_restarts: int = 3
+    backoff_seconds: float = 10.0
+    max_backoff_seconds: float = 300.0
+
+    def restarts_on(self, exit_code: int | None) -> bool:
+        if self.policy is RestartMode.ALWAYS:
+            return True
+        if self.policy is RestartMode.ON_FAILURE:
+            return exit_code != 0
+        return False
+
+    def backoff(self, restart_number: int) -> float:
+        """Delay before relaunch number `restart_number` (1-based): doubling, capped."""
+        delay = self.backoff_seconds * 2 ** max(restart_number - 1, 0)
+        return float(min(delay, self.max_backoff_seconds))
+
+
+# --------------------------------------------------------------------------- launch knobs
+
+
+class Container(_Frozen):
+    """A container image and what is mounted into it (pyxis/enroot semantics)."""
+
+    image: str
+    mounts: dict[str, str] = Field(default_factory=dict)  # host path -> container path
+    remap_root: bool = False
+
+
+class Srun(_Frozen):
+    """Knobs the Slurm launcher turns into srun flags; the local launcher ignores them."""
+
+    ntasks: int = 1
+    mpi: str | None = None
+    oversubscribe: bool = False
+    cpus_per_task: int | None = None
+    cpu_bind: str | None = None
+    het_group: int | None = None
+    options: dict[str, str] = Field(default_factory=dict)  # --key=value, "" -> --key
+    export_env: dict[str, str] = Field(default_factory=dict)  # srun --export=ALL,K=V
+    shell: bool = True  # False: run argv bare (shell-less images); env goes through export_env
+
+
+# --------------------------------------------------------------------------- the unit
+
+
+class Unit(_Frozen):
+    """One supervised process: one Slurm step under the Slurm launcher.
+
+    Everything the supervisor needs is here, so it never looks anything up.
+    """
+
+    name: str  # the step name; unique in the plan
+    kind: UnitKind
+    phase: str
+    nodes: tuple[str, ...]
+    gpus: tuple[int, ...] = ()  # GPU indices on each of its nodes; () = none or whole node
+    argv: tuple[str, ...]
+    preamble: str | None = None  # the only shell: run before argv, argv is exec'd after it
+    env: dict[str, str] = Field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()
+    cwd: str | None = None
+    container: Container | None = None
+    srun: Srun = Field(default_factory=Srun)
+    log: str  # path of its log file
+    ports: dict[str, int] = Field(default_factory=dict)  # every listener it binds
+    after: tuple[Edge, ...] = ()
+    readiness: Readiness | None = None
+    fatal_patterns: tuple[str, ...] = ()
+    restart: Restart = Field(default_factory=Restart)
+    critical: bool = True
+    terminal: bool = False
+    tier: int = 0  # teardown order: 0 first, then 1, then 2
+    terminate_timeout: float = 30.0
+    run_timeout: float | None = None  # one-shot units (clone, build) are killed after this
+    group: str | None = None  # units of one group restart together (a multi-node worker)
+    role: str | None = None
+    index: int | None = None
+    implied_by: str | None = None  # why an implicit service is in the plan
+
+    @property
+    def node(self) -> str:
+        return self.nodes[0]
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+class TeardownBudget(_Frozen):
+    """Σ over tiers of the slowest unit of the tier, against what Slurm allows."""
+
+    tiers: dict[str, float] = Field(default_factory=dict)  # tier -> largest terminate timeout
+    total_seconds: float = 0.0
+    kill_wait_seconds: float = 30.0
+    early_warning_seconds: int = 0  # sbatch --signal=B:USR1@<s>
+    fits: bool = True
+
+
+class Sbatch(_Frozen):
+    """What the sbatch wrapper asks Slurm for."""
+
+    job_name: str
+    nodes: int
+    ntasks: int
+    ntasks_per_node: int = 1
+    gpus_per_node: int | None = None
+    account: str | None = None
+    partition: str | None = None
+    time_limit: str | None = None
+    signal: str | None = None  # e.g. B:USR1@120
+    directives: dict[str, str] = Field(default_factory=dict)
+
+
+class Plan(_Frozen):
+    format: int = PLAN_FORMAT
+    name: str
+    recipe: str | None = None
+    variant: str | None = None
+    job_id: str
+    local: bool = False
+    log_dir: str
+    nodes: dict[str, tuple[str, ...]]  # role (head, infra, benchmark, prefill, ...) -> node names
+    allocation: tuple[str, ...]  # every node of the allocation, in order
+    addresses: dict[str, str] = Field(default_factory=dict)  # node -> address used for {node_ip}
+    phases: tuple[str, ...]
+    units: tuple[Unit, ...]  # in start order
+    gate: str | None = None  # the unit whose readiness is the frontend gate
+    hold: bool = False  # manual benchmark without terminal units: run until signalled
+    teardown: TeardownBudget = Field(default_factory=TeardownBudget)
+    sbatch: Sbatch | None = None
+    warnings: tuple[str, ...] = ()
+
+    def unit(self, name: str) -> Unit:
+        for unit in self.units:
+            if unit.name == name:
+                return unit
+        raise KeyError(name)
+
+    def terminal_units(self) -> tuple[Unit, ...]:
+        return tuple(u for u in self.units if u.terminal)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def dumps(self) -> str:
+        """Byte-stable JSON: same plan, same bytes."""
+        return self.model_dump_json(indent=2) + "\n"
+
+    @classmethod
+    def loads(cls, text: str) -> Plan:
+        return cls.model_validate_json(text)
