@@ -128,6 +128,9 @@ class Restart(_Frozen):
     max_restarts: int = 3
     backoff_seconds: float = 10.0
     max_backoff_seconds: float = 300.0
+    # After this long running cleanly (ready, if it has a probe) the backoff starts
+    # again from `backoff_seconds`.  `max_restarts` still counts over the whole job.
+    stable_seconds: float = 300.0
 
     def restarts_on(self, exit_code: int | None) -> bool:
         if self.policy is RestartMode.ALWAYS:
