@@ -1,15 +1,59 @@
+"""The command group and the one place errors become exit codes."""
+
 from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from srtd import __version__
+from srtd.errors import EXIT_INTERNAL, SrtdError, exit_code_for
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Runs every command under the same error policy: one line per problem, no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SrtdError as err:
+            for line in str(err).splitlines() or [type(err).__name__]:
+                click.echo(f"srtd: {line}", err=True)
+            ctx.exit(exit_code_for(err))
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("srtd: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as err:  # a bug in srtd: say so in one line, keep the traceback
+            with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
+                traceback.print_exc(file=fh)
+            click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
+            ctx.exit(EXIT_INTERNAL)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="srtd")
 def cli() -> None:
-    """srtd: supervise disaggregated LLM-serving jobs on Slurm, or on this machine."""
+    """srtd: supervise disaggregated LLM-serving jobs on Slurm, or on this machine.
+
+    Exit codes: 0 success; 1 the job failed; 2 invalid input (recipe, cluster
+    settings, plan, command line); 3 the environment refused (launcher, log dir);
+    4 attach failed; 70 internal error; 128+N stopped by signal N.
+    """
 
 
 def main() -> None:
-    cli()
+    from srtd.cli import _commands  # noqa: F401  (registers the commands)
+
+    try:
+        cli(standalone_mode=True)
+    except BrokenPipeError:  # `srtd plan ... | head`
+        sys.stderr.close()
+        sys.exit(0)

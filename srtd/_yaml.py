@@ -1,0 +1,192 @@
+"""Reading YAML with the position of every key and value.
+
+The recipe is parsed with ruamel.yaml's round-trip loader, which remembers
+where each node was; we keep those positions in a `Positions` map keyed by the
+path of the node, and hand plain Python data (dict, list, str, int, float, bool,
+None) to everything else.  Nothing here ever writes a file.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from srtd.errors import Problem, RecipeError
+
+PathKey = tuple[str | int, ...]
+
+
+@dataclass
+class Positions:
+    """1-based (line, column) of every key and value of one document."""
+
+    file: str | None
+    keys: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
+    values: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: PathKey, *, prefer_key: bool = False) -> tuple[int, int] | None:
+        """Where `path` is written, or its nearest written ancestor."""
+        probe = tuple(path)
+        while True:
+            first, second = (self.keys, self.values) if prefer_key else (self.values, self.keys)
+            if probe in first:
+                return first[probe]
+            if probe in second:
+                return second[probe]
+            if not probe:
+                return None
+            probe = probe[:-1]
+
+    def problem(self, message: str, path: PathKey, *, prefer_key: bool = False, variant: str | None = None) -> Problem:
+        where = self.locate(path, prefer_key=prefer_key)
+        return Problem(
+            message,
+            path=dotted(path),
+            file=self.file,
+            line=where[0] if where else None,
+            column=where[1] if where else None,
+            variant=variant,
+        )
+
+    def shifted(self, prefix: PathKey) -> Positions:
+        """The positions below `prefix`, re-rooted there (for override `base:` blocks)."""
+        n = len(prefix)
+        return Positions(
+            self.file,
+            {k[n:]: v for k, v in self.keys.items() if k[:n] == prefix},
+            {k[n:]: v for k, v in self.values.items() if k[:n] == prefix},
+        )
+
+
+def dotted(path: PathKey) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+def _mark_problem(file: str, err: MarkedYAMLError) -> Problem:
+    mark = err.problem_mark or err.context_mark
+    line = mark.line + 1 if mark is not None else None
+    column = mark.column + 1 if mark is not None else None
+    text = (err.problem or err.context or "invalid YAML").strip()
+    if "\\t" in text or "'\\t'" in text or "\t" in text:
+        text = "tab character; YAML indentation must use spaces"
+    elif isinstance(err, DuplicateKeyError):
+        text = text.replace("found duplicate key", "duplicate key").split(" with value")[0]
+        first = err.context_mark
+        if first is not None:
+            text += f" (first defined on line {first.line + 1})"
+    return Problem(f"invalid YAML: {text}", file=file, line=line, column=column)
+
+
+def parse_text(text: str, file: str) -> tuple[Any, Positions]:
+    """Parse one YAML document into plain data and its positions.
+
+    Raises `RecipeError` with one problem for anything YAML itself refuses.
+    """
+    try:
+        node = _yaml().load(text)
+    except MarkedYAMLError as err:
+        raise RecipeError([_mark_problem(file, err)]) from None
+    except YAMLError as err:  # pragma: no cover - ruamel marks nearly everything
+        raise RecipeError([Problem(f"invalid YAML: {err}", file=file)]) from None
+    positions = Positions(file)
+    data = _plain(node, (), positions)
+    return data, positions
+
+
+def read_file(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecipeError([Problem("no such file", file=str(path))]) from None
+    except IsADirectoryError:
+        raise RecipeError([Problem("is a directory, not a recipe file", file=str(path))]) from None
+    except OSError as err:
+        raise RecipeError([Problem(f"cannot read: {err.strerror}", file=str(path))]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise RecipeError([Problem("not UTF-8 text", file=str(path), line=line)]) from None
+
+
+def _pos(lc: tuple[int, int] | list[int] | None) -> tuple[int, int] | None:
+    if lc is None:
+        return None
+    return (int(lc[0]) + 1, int(lc[1]) + 1)
+
+
+def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
+    if isinstance(node, CommentedMap):
+        out: dict[str, Any] = {}
+        for key in node:
+            name = _scalar(key)
+            if not isinstance(name, str):
+                name = str(name)
+            child = (*path, name)
+            kpos = _pos(_safe(node.lc.key, key))
+            vpos = _pos(_safe(node.lc.value, key))
+            if kpos:
+                positions.keys[child] = kpos
+            if vpos:
+                positions.values[child] = vpos
+            out[name] = _plain(node[key], child, positions)
+        return out
+    if isinstance(node, CommentedSeq):
+        items: list[Any] = []
+        for i, item in enumerate(node):
+            child = (*path, i)
+            ipos = _pos(_safe(node.lc.item, i))
+            if ipos:
+                positions.values[child] = ipos
+            items.append(_plain(item, child, positions))
+        return items
+    return _scalar(node)
+
+
+def _safe(getter: Any, key: Any) -> Any:
+    try:
+        return getter(key)
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _scalar(value: Any) -> Any:
+    """ruamel's scalar subclasses (kept for round-tripping) as plain Python values."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    return value
+
+
+def walk(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, Any]]:
+    """Every (path, value) of plain data, depth first."""
+    yield path, data
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from walk(value, (*path, key))
+    elif isinstance(data, list | tuple):
+        for i, value in enumerate(data):
+            yield from walk(value, (*path, i))

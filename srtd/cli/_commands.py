@@ -1,0 +1,5 @@
+"""Imports every command module so each registers itself on the group."""
+
+from srtd.cli import _schema, _validate
+
+__all__ = ["_schema", "_validate"]

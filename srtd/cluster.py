@@ -1,0 +1,150 @@
+"""Cluster settings: `srtslurm.yaml` plus `SRTD_*` environment overrides.
+
+What differs from one cluster to the next (aliases, defaults for the Slurm job,
+the network interface, the container runtime, where binaries live) is here and
+read once.  The file is found by `--cluster-config`, `$SRTD_CLUSTER_CONFIG`,
+`./srtslurm.yaml`, `~/.config/srtd/srtslurm.yaml`, in that order; no file at
+all is fine (every setting has a default).  An unknown key is an error that
+names it: a typo must not silently drop the cluster's defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from srtd._yaml import Positions, parse_text, read_file
+from srtd.errors import ClusterConfigError, RecipeError
+
+CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
+FILE_NAME = "srtslurm.yaml"
+
+
+class Cluster(BaseSettings):
+    """Settings of the cluster srtd runs on.  Every field can be set as `SRTD_<FIELD>`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SRTD_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    cluster: str | None = None
+    """The cluster's name, for reports."""
+    default_account: str | None = None
+    """Slurm account when the recipe sets none."""
+    default_partition: str | None = None
+    """Slurm partition when the recipe sets none."""
+    default_time_limit: str | None = None
+    """Slurm time limit (HH:MM:SS) when the recipe sets none."""
+    default_gpu_type: str | None = None
+    """GPU type when the recipe sets none."""
+    gpus_per_node: int | None = None
+    """GPUs per node when the recipe sets none."""
+    network_interface: str | None = None
+    """Interface whose address workers advertise; unset: the node's hostname."""
+    container_runtime: Literal["pyxis", "none"] = "pyxis"
+    """`pyxis` runs steps in containers (srun --container-image); `none` runs on the bare host."""
+    visible_devices_env: str = "CUDA_VISIBLE_DEVICES"
+    """Variable that pins a worker's GPUs (ROCR_VISIBLE_DEVICES on AMD)."""
+    containers: dict[str, str] = Field(default_factory=dict)
+    """Container aliases: name -> image."""
+    model_paths: dict[str, str] = Field(default_factory=dict)
+    """Model aliases: name -> weights directory."""
+    default_mounts: dict[str, str] = Field(default_factory=dict)
+    """Mounts of every container: host path -> container path."""
+    default_bash_preamble: str | None = None
+    """Shell run first in every step's wrapper (e.g. `ulimit -n 1048576`)."""
+    default_srun_options: dict[str, str] = Field(default_factory=dict)
+    """srun options of every step, under the recipe's."""
+    default_sbatch_directives: dict[str, str] = Field(default_factory=dict)
+    """Extra #SBATCH lines, under the recipe's."""
+    use_gpus_per_node_directive: bool = True
+    """Write `#SBATCH --gpus-per-node`."""
+    binaries: dict[str, str] = Field(default_factory=dict)
+    """Executables of typed services by kind (`etcd: /usr/bin/etcd`, `nats: /usr/sbin/nats-server`)."""
+    kill_wait_seconds: int = 30
+    """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
+    early_warning_seconds: int | None = None
+    """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
+    output_root: str = "outputs"
+    """Where log directories go when the recipe sets no `output.log_dir`."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment wins over the file, which arrives as init arguments.
+        return (env_settings, init_settings)
+
+
+def find_cluster_file(explicit: str | Path | None = None) -> Path | None:
+    """The settings file to read, or None when there is none."""
+    if explicit is not None:
+        return Path(explicit)
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env)
+    for candidate in (Path.cwd() / FILE_NAME, Path.home() / ".config" / "srtd" / FILE_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | None]:
+    """The cluster settings and the file they came from (None: defaults and environment only)."""
+    path = find_cluster_file(explicit)
+    data: dict[str, Any] = {}
+    positions = Positions(None)
+    if path is not None:
+        try:
+            parsed, positions = parse_text(read_file(path), str(path))
+        except RecipeError as err:
+            raise ClusterConfigError(str(err)) from None
+        if parsed is None:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            raise ClusterConfigError(f"{path}:1: the cluster settings must be a YAML mapping")
+        data = parsed
+        _check_keys(data, positions)
+    try:
+        return Cluster(**data), path
+    except ValidationError as err:
+        raise ClusterConfigError(_describe(err, positions, path)) from None
+
+
+def _check_keys(data: dict[str, Any], positions: Positions) -> None:
+    known = list(Cluster.model_fields)
+    problems = []
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+            problems.append(str(positions.problem(f"unknown key {key!r}{hint}", (key,), prefer_key=True)))
+    if problems:
+        raise ClusterConfigError("\n".join(problems))
+
+
+def _describe(err: ValidationError, positions: Positions, path: Path | None) -> str:
+    lines = []
+    for detail in err.errors(include_url=False):
+        loc = tuple(detail["loc"])
+        message = detail["msg"][:1].lower() + detail["msg"][1:]
+        if path is not None and loc and loc[0] in Cluster.model_fields and positions.locate(loc):
+            lines.append(str(positions.problem(f"{message}, got {detail.get('input')!r}", loc)))
+        else:
+            name = ".".join(str(p) for p in loc)
+            lines.append(f"SRTD_{name.upper()}: {message}, got {detail.get('input')!r}")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Override files and sweeps: one file, several recipes.
+
+An override file has `base:` plus blocks named `override_<name>` (one variant,
+deep-merged over the base) and `zip_override_<name>` (several variants: list
+leaves are zipped, the i-th element going to variant i; a one-element list
+applies to every variant).  In a merge, mappings merge key by key, `null`
+removes a key, and anything else (lists included) replaces.
+
+A top-level `sweep:` maps parameter names to lists of values; every combination
+(grid) becomes one recipe with `{name}` placeholders substituted.  A string that
+is exactly one placeholder takes the value with its type (`"{concurrency}"` -> 4).
+`sweep: {mode: zip, parameters: {...}}` pairs values by position instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from srtd._yaml import PathKey, Positions
+from srtd.errors import Problem, RecipeError
+
+OVERRIDE_KEY = re.compile(r"^(zip_)?override_(.+)$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One recipe of a file, before validation."""
+
+    name: str | None  # None for a plain recipe
+    data: Any
+    positions: Positions
+
+
+def is_override_file(data: Any) -> bool:
+    return isinstance(data, dict) and "base" in data
+
+
+def expand_overrides(data: dict[str, Any], positions: Positions) -> list[Variant]:
+    problems: list[Problem] = []
+    for key in data:
+        if key not in ("base", "schema") and not OVERRIDE_KEY.match(key):
+            problems.append(
+                positions.problem(
+                    f"unknown field {key!r}; an override file has `base`, `override_<name>` and "
+                    "`zip_override_<name>` blocks",
+                    (key,),
+                    prefer_key=True,
+                )
+            )
+    base = data["base"]
+    if not isinstance(base, dict):
+        problems.append(positions.problem("`base` must be a mapping", ("base",)))
+    if problems:
+        raise RecipeError(problems)
+    base = dict(base)
+    if "schema" in data and "schema" not in base:
+        base["schema"] = data["schema"]
+    base_positions = positions.shifted(("base",))
+    if "schema" in data:
+        base_positions.keys.setdefault(("schema",), positions.keys.get(("schema",), (1, 1)))
+        base_positions.values.setdefault(("schema",), positions.values.get(("schema",), (1, 1)))
+    variants: list[Variant] = []
+    for key, block in data.items():
+        match = OVERRIDE_KEY.match(key)
+        if not match:
+            continue
+        if not isinstance(block, dict):
+            raise RecipeError([positions.problem(f"`{key}` must be a mapping", (key,))])
+        block_positions = positions.shifted((key,))
+        merged_positions = _overlay(base_positions, block_positions)
+        if match.group(1):
+            for i, part in enumerate(_unzip(key, block, positions)):
+                variants.append(Variant(f"{key}[{i}]", deep_merge(base, part), merged_positions))
+        else:
+            variants.append(Variant(key, deep_merge(base, block), merged_positions))
+    if not variants:
+        variants.append(Variant("base", base, base_positions))
+    return variants
+
+
+def _overlay(base: Positions, top: Positions) -> Positions:
+    return Positions(base.file, {**base.keys, **top.keys}, {**base.values, **top.values})
+
+
+def deep_merge(base: Any, top: Any) -> Any:
+    if not isinstance(base, dict) or not isinstance(top, dict):
+        return copy.deepcopy(top)
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _zip_leaves(block: Any, path: PathKey = ()) -> list[tuple[PathKey, list[Any]]]:
+    if isinstance(block, dict):
+        leaves: list[tuple[PathKey, list[Any]]] = []
+        for key, value in block.items():
+            leaves.extend(_zip_leaves(value, (*path, key)))
+        return leaves
+    if isinstance(block, list):
+        return [(path, block)]
+    return []
+
+
+def _unzip(key: str, block: dict[str, Any], positions: Positions) -> list[dict[str, Any]]:
+    leaves = _zip_leaves(block)
+    lengths = {len(values) for _, values in leaves if len(values) != 1}
+    if len(lengths) > 1:
+        detail = ", ".join(f"{'.'.join(map(str, p))} has {len(v)}" for p, v in leaves if len(v) != 1)
+        raise RecipeError(
+            [positions.problem(f"zipped lists must have the same length: {detail}", (key,), prefer_key=True)]
+        )
+    count = lengths.pop() if lengths else 1
+    parts = []
+    for i in range(count):
+        part = copy.deepcopy(block)
+        for path, values in leaves:
+            _set(part, path, values[0] if len(values) == 1 else values[i])
+        parts.append(part)
+    return parts
+
+
+def _set(data: dict[str, Any], path: PathKey, value: Any) -> None:
+    node: Any = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = copy.deepcopy(value)
+
+
+def select(variants: list[Variant], pattern: str | None) -> list[Variant]:
+    """The variants whose name matches `pattern` (a name, `name[i]`, or a glob)."""
+    if pattern is None:
+        return variants
+    chosen = [
+        v
+        for v in variants
+        if v.name is not None
+        and (fnmatch.fnmatchcase(v.name, pattern) or v.name.split("[")[0] == pattern or v.name == pattern)
+    ]
+    if not chosen:
+        names = ", ".join(v.name or "<recipe>" for v in variants)
+        raise RecipeError([Problem(f"no variant matches {pattern!r}; variants: {names}")])
+    return chosen
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def expand_sweep(variant: Variant) -> list[Variant]:
+    data = variant.data
+    if not isinstance(data, dict) or data.get("sweep") is None:
+        return [variant]
+    sweep = data["sweep"]
+    mode, parameters = _sweep_parameters(sweep, variant.positions)
+    names = list(parameters)
+    if mode == "zip":
+        lengths = {len(v) for v in parameters.values()}
+        if len(lengths) > 1:
+            raise RecipeError([variant.positions.problem("zipped sweep lists must have the same length", ("sweep",))])
+        combos = list(zip(*parameters.values(), strict=True))
+    else:
+        combos = list(itertools.product(*parameters.values()))
+    out = []
+    body = {k: v for k, v in data.items() if k != "sweep"}
+    for combo in combos:
+        values = dict(zip(names, combo, strict=True))
+        label = ",".join(f"{k}={v}" for k, v in values.items())
+        name = f"{variant.name}/{label}" if variant.name else label
+        out.append(Variant(name, substitute(body, values), variant.positions))
+    return out
+
+
+def _sweep_parameters(sweep: Any, positions: Positions) -> tuple[str, dict[str, list[Any]]]:
+    if not isinstance(sweep, dict) or not sweep:
+        raise RecipeError([positions.problem("`sweep` must map parameter names to lists of values", ("sweep",))])
+    mode = "grid"
+    parameters = sweep
+    if set(sweep) <= {"mode", "parameters"} and isinstance(sweep.get("parameters"), dict):
+        mode = sweep.get("mode", "grid")
+        parameters = sweep["parameters"]
+        if mode not in ("grid", "zip"):
+            raise RecipeError([positions.problem(f"must be grid or zip, got {mode!r}", ("sweep", "mode"))])
+    problems = [
+        positions.problem("must be a non-empty list of values", ("sweep", key))
+        for key, values in parameters.items()
+        if not isinstance(values, list) or not values
+    ]
+    if problems:
+        raise RecipeError(problems)
+    return mode, parameters
+
+
+def substitute(data: Any, values: dict[str, Any]) -> Any:
+    """Replace `{name}` of the sweep's parameters in every string; leave other braces alone."""
+    if isinstance(data, dict):
+        return {k: substitute(v, values) for k, v in data.items()}
+    if isinstance(data, list):
+        return [substitute(v, values) for v in data]
+    if isinstance(data, str):
+        for name, value in values.items():
+            token = "{" + name + "}"
+            if data == token:
+                return copy.deepcopy(value)
+            if token in data:
+                data = data.replace(token, str(value))
+        return data
+    return data
