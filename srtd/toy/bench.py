@@ -311,10 +311,16 @@ async def run_bench(config: BenchConfig) -> int:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", required=True, help="Server base URL, e.g. http://127.0.0.1:30000 (a /v1 suffix is fine).")
 @click.option("--model", default=None, help="Model name; by default the first one /v1/models lists.")
-@click.option("--requests", "num_requests", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--stream/--no-stream", default=True, show_default=True)
+@click.option(
+    "--requests", "num_requests", type=click.IntRange(min=1), default=20, show_default=True, help="Requests to send."
+)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Requests in flight at most."
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=16, show_default=True, help="Output tokens per request."
+)
+@click.option("--stream/--no-stream", default=True, show_default=True, help="Server-sent events, or whole answers.")
 @click.option(
     "--endpoint",
     type=click.Choice(["completions", "chat"]),
@@ -322,7 +328,9 @@ async def run_bench(config: BenchConfig) -> int:
     show_default=True,
     help="/v1/completions or /v1/chat/completions.",
 )
-@click.option("--prompt", default=BenchConfig.prompt, show_default=True)
+@click.option(
+    "--prompt", default=BenchConfig.prompt, show_default=True, help="Prompt text (a request number is appended)."
+)
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JSON results here."
 )

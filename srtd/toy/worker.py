@@ -246,7 +246,13 @@ async def run_worker(config: WorkerConfig) -> int:
     help="Port to listen on; 0 picks a free one (the ready line names it).",
 )
 @click.option("--model", default="toy", show_default=True, help="Served model name.")
-@click.option("--role", type=click.Choice(["prefill", "decode", "agg"]), default="agg", show_default=True)
+@click.option(
+    "--role",
+    type=click.Choice(["prefill", "decode", "agg"]),
+    default="agg",
+    show_default=True,
+    help="Role reported on /health; every role serves completions alike.",
+)
 @click.option(
     "--startup-delay",
     type=click.FloatRange(min=0),
