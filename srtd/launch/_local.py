@@ -1,0 +1,225 @@
+"""`LocalLauncher`: every node is this machine; each unit is a child process group.
+
+- A unit runs in its own session (`start_new_session=True`), so its pid is its
+  process group id and `signal()` reaches everything it spawned.
+- stdout and stderr go to the unit's log file, created fresh for every attempt.
+- env = srtd's environment + `unit.env` - `unit.unset_env`, plus `SRTD_UNIT` and
+  `SRTD_ATTEMPT`; `cwd` as given.
+- argv is never shell-interpreted.  A `preamble` runs as
+  `bash -c '<preamble>\\nexec "$@"' srtd-unit <argv...>`: argv travels as positional
+  parameters and the unit's program replaces the shell (so it gets SIGTERM itself).
+- Containers are not supported locally: the spec is ignored with one warning per job.
+- No orphans: a guardian process kills the registered groups when srtd dies, and
+  (where `setpriv` supports it) each unit also carries `PR_SET_PDEATHSIG=SIGKILL`.
+- When a unit's main process exits, whatever it left in its process group is
+  SIGKILLed (Slurm does the same when a step ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import structlog
+
+from srtd.errors import LaunchError
+from srtd.launch._guardian import Guardian
+from srtd.launch._process import ChildProcess
+from srtd.launch._protocol import ExitStatus
+from srtd.unit import Unit
+
+log = structlog.get_logger("srtd.launch")
+
+LOCAL_ADDRESS = "127.0.0.1"
+_SHUTDOWN_REAP = 2.0
+
+
+def _setpriv_pdeathsig() -> list[str] | None:
+    """`setpriv --pdeathsig KILL --` if this machine's setpriv knows the option."""
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=5, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if "--pdeathsig" not in out:
+        return None
+    return [path, "--pdeathsig", "KILL", "--"]
+
+
+def _find_program(program: str, env: Mapping[str, str], cwd: str | None) -> str | None:
+    if "/" in program:
+        path = Path(cwd or ".") / program
+        return str(path) if os.access(path, os.X_OK) and path.is_file() else None
+    return shutil.which(program, path=env.get("PATH", os.defpath))
+
+
+def unit_argv(unit: Unit) -> list[str]:
+    """The argv that runs `unit` locally, preamble included (no other shell)."""
+    if unit.preamble:
+        return ["bash", "-c", unit.preamble + '\nexec "$@"', "srtd-unit", *unit.argv]
+    return list(unit.argv)
+
+
+def unit_env(unit: Unit, attempt: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env.update(unit.env)
+    for name in unit.unset_env:
+        env.pop(name, None)
+    env["SRTD_UNIT"] = unit.name
+    env["SRTD_ATTEMPT"] = str(attempt)
+    return env
+
+
+class LocalHandle:
+    """One local attempt: a process group led by `pid`."""
+
+    def __init__(self, name: str, popen: subprocess.Popen[bytes], launcher: LocalLauncher) -> None:
+        self.name = name
+        self._launcher = launcher
+        self._child = ChildProcess(popen, before_reap=self._kill_leftovers)
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid
+
+    def _kill_leftovers(self) -> None:
+        # The leader is a zombie, so the group id is still ours: kill what it left.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._child.pid, signal.SIGKILL)
+
+    def _ended(self) -> None:
+        self._launcher._ended(self)
+
+    def poll(self) -> ExitStatus | None:
+        status = self._child.poll()
+        if status is not None:
+            self._ended()
+        return status
+
+    async def wait(self) -> ExitStatus:
+        status = await self._child.wait()
+        self._ended()
+        return status
+
+    async def signal(self, sig: int) -> None:
+        if self.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._child.pid, sig)
+
+    async def kill(self) -> None:
+        await self.signal(signal.SIGKILL)
+
+
+class LocalLauncher:
+    """Run every unit on this machine.  See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        *,
+        guardian: bool = True,
+        pdeathsig: bool = True,
+        guardian_grace: float = 5.0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._use_guardian = guardian
+        self._use_pdeathsig = pdeathsig
+        self._guardian = Guardian(guardian_grace) if guardian else None
+        self._base_env = env
+        self._prefix: list[str] = []
+        self._live: dict[int, LocalHandle] = {}
+        self._warned_container = False
+
+    @property
+    def guardian_pid(self) -> int | None:
+        return self._guardian.pid if self._guardian is not None else None
+
+    async def __aenter__(self) -> Self:
+        if self._use_pdeathsig:
+            self._prefix = _setpriv_pdeathsig() or []
+        if self._guardian is not None:
+            try:
+                self._guardian.spawn()
+            except OSError as e:
+                raise LaunchError(f"cannot start the local guardian process: {e}") from e
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # The supervisor has stopped every unit; anything still alive is a leftover.
+        with anyio.CancelScope(shield=True):
+            leftovers = list(self._live.values())
+            for handle in leftovers:
+                log.warning("killing leftover unit", unit=handle.name, pid=handle.pid)
+                await handle.kill()
+            with anyio.move_on_after(_SHUTDOWN_REAP):
+                for handle in leftovers:
+                    await handle.wait()
+            if self._guardian is not None:
+                proc = self._guardian.close()
+                if proc is not None:
+                    child = ChildProcess(proc)
+                    with anyio.move_on_after(_SHUTDOWN_REAP):
+                        await child.wait()
+                    if child.poll() is None:
+                        proc.kill()
+                        await child.wait()
+
+    def address(self, node: str) -> str:
+        return LOCAL_ADDRESS
+
+    async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> LocalHandle:
+        if unit.container is not None and not self._warned_container:
+            self._warned_container = True
+            log.warning(
+                "container specs are ignored by the local launcher; units run on the host",
+                first_unit=unit.name,
+                image=unit.container.image,
+            )
+        if not unit.argv:
+            raise LaunchError(f"{unit.name}: empty argv")
+        env = unit_env(unit, attempt, self._base_env)
+        program = unit.argv[0]
+        if unit.preamble is None and _find_program(program, env, unit.cwd) is None:
+            # Checked here: behind setpriv or bash it would only show as exit code 127.
+            raise LaunchError(f"{unit.name}: cannot start {program!r}: no such executable")
+        argv = self._prefix + unit_argv(unit)
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "wb") as out:
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=unit.cwd,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as e:
+            raise LaunchError(f"{unit.name}: cannot start {program!r}: {e}") from e
+        handle = LocalHandle(unit.name, popen, self)
+        self._live[popen.pid] = handle
+        if self._guardian is not None:
+            self._guardian.add(popen.pid)
+        return handle
+
+    def _ended(self, handle: LocalHandle) -> None:
+        pid = handle.pid
+        if pid is not None and self._live.pop(pid, None) is not None and self._guardian is not None:
+            self._guardian.remove(pid)

@@ -1,0 +1,108 @@
+"""What the supervisor knows about a process: the `Launcher` and `Handle` protocols.
+
+The supervisor never touches a pid, a pipe or `srun` itself.  A launcher turns a
+`Unit` into a running attempt and hands back a `Handle`; the handle is awaited for
+the exit and used to signal the attempt.  `LocalLauncher` runs children on this
+machine; a `SlurmLauncher` fits the same shape: `start` spawns `srun --job-name=...`
+(the handle waits for the srun client), `signal` is `scancel --signal=<SIG> --full
+<job>.<step>`, `kill` is `scancel --signal=KILL`, `address` resolves a node name.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self
+
+from srtd.unit import Unit
+
+EXIT_SIGNAL_BASE = 128
+
+
+@dataclass(frozen=True, slots=True)
+class ExitStatus:
+    """How an attempt ended: an exit code, or the signal that killed it."""
+
+    code: int | None = None
+    signal: int | None = None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> ExitStatus:
+        """From `Popen.returncode`: negative means killed by that signal."""
+        if returncode < 0:
+            return cls(signal=-returncode)
+        return cls(code=returncode)
+
+    @property
+    def failed(self) -> bool:
+        """Anything but a clean exit 0 (a signal is always a failure)."""
+        return self.signal is not None or self.code != 0
+
+    @property
+    def shell_code(self) -> int:
+        """The code a shell would report: the exit code, or 128 + N for signal N."""
+        if self.signal is not None:
+            return EXIT_SIGNAL_BASE + self.signal
+        return self.code if self.code is not None else 1
+
+    def describe(self) -> str:
+        """`exit code 3`, `killed by SIGKILL`."""
+        if self.signal is not None:
+            return f"killed by {signal_name(self.signal)}"
+        if self.code is not None:
+            return f"exit code {self.code}"
+        return "unknown exit status"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Handle(Protocol):
+    """One running attempt of a unit."""
+
+    @property
+    def pid(self) -> int | None:
+        """The local pid that represents the attempt (the srun client under Slurm), if any."""
+        ...
+
+    async def wait(self) -> ExitStatus:
+        """Until the attempt has ended.  Idempotent; safe to call again after a cancellation."""
+        ...
+
+    async def signal(self, sig: int) -> None:
+        """Deliver `sig` to every process of the attempt.  A no-op once it has ended."""
+        ...
+
+    async def kill(self) -> None:
+        """SIGKILL every process of the attempt.  A no-op once it has ended."""
+        ...
+
+
+class Launcher(Protocol):
+    """How a `Unit` becomes a process.  Used as an async context manager around the job.
+
+    Contract of `start`: when it returns, the attempt runs and `log_path` receives its
+    stdout and stderr from the start of a fresh (created or truncated) file.  It raises
+    `srtd.errors.LaunchError` when the attempt cannot be started.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle: ...
+
+    def address(self, node: str) -> str:
+        """The host a readiness probe connects to for `node`."""
+        ...
