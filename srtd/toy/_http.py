@@ -200,10 +200,6 @@ class HttpServer:
         self._listener = listener
         return listener.extra(anyio.abc.SocketAttribute.local_port)
 
-    @property
-    def in_flight(self) -> int:
-        return sum(1 for conn in self._connections if conn.busy)
-
     async def serve(self) -> None:
         if self._listener is None:
             raise RuntimeError("HttpServer.serve() called before bind()")
@@ -301,12 +297,13 @@ class HttpServer:
         if not isinstance(event, h11.Request):
             return None  # ConnectionClosed: the client ended a keep-alive connection
         conn.busy = True
-        if h.they_are_waiting_for_100_continue:
-            await self._send(h, stream, h11.InformationalResponse(status_code=100, headers=[]))
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             raise HttpError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        if h.they_are_waiting_for_100_continue:
+            # curl holds back bodies over 1 KiB for a second unless told to go on.
+            await self._send(h, stream, h11.InformationalResponse(status_code=100, headers=[]))
         body = bytearray()
         while True:
             part = await self._next_event(h, stream)

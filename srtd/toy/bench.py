@@ -123,6 +123,9 @@ class Bench:
             return await self._unary(path, self.body(index), start)
         except httpx.HTTPError as exc:
             return Outcome(False, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            # A server that answers nonsense fails the request, never the whole bench.
+            return Outcome(False, time.perf_counter() - start, error=f"malformed response: {exc!r}")
 
     async def _unary(self, path: str, body: dict[str, Any], start: float) -> Outcome:
         response = await self.client.post(path, json=body)
@@ -197,10 +200,14 @@ class Bench:
 
 
 async def list_models(client: httpx.AsyncClient) -> list[str]:
+    """The model ids the server lists; RuntimeError when it answers anything else."""
     response = await client.get("/v1/models")
     if response.status_code != 200:
         raise RuntimeError(_error_message(response))
-    return [str(card["id"]) for card in response.json().get("data", [])]
+    try:
+        return [str(card["id"]) for card in response.json()["data"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"malformed /v1/models answer: {exc!r}") from None
 
 
 async def wait_ready(client: httpx.AsyncClient, seconds: float) -> tuple[list[str], str]:
@@ -213,7 +220,7 @@ async def wait_ready(client: httpx.AsyncClient, seconds: float) -> tuple[list[st
                 if models:
                     return models, ""
                 last = "/v1/models lists no model yet"
-            except (httpx.HTTPError, RuntimeError, ValueError) as exc:
+            except (httpx.HTTPError, RuntimeError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             await anyio.sleep(_READY_POLL_SECONDS)
     return [], last
@@ -275,7 +282,7 @@ async def run_bench(config: BenchConfig) -> int:
         elif config.model is None:
             try:
                 models = await list_models(client)
-            except (httpx.HTTPError, RuntimeError, ValueError) as exc:
+            except (httpx.HTTPError, RuntimeError) as exc:
                 say(f"could not list models ({type(exc).__name__}: {exc}); using model 'toy'")
         if config.model is None and models:
             model = models[0]

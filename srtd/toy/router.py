@@ -190,9 +190,9 @@ class ToyRouter:
             request.path,
             json.dumps(prefill_payload).encode(),
         )
-        if first.status_code != 200:
-            return await _buffered(first, [(PREFILL_HEADER, prefill_worker.url)])
-        await first.aclose()
+        prefill_answer = await _buffered(first, [(PREFILL_HEADER, prefill_worker.url)])
+        if prefill_answer.status != 200:
+            return prefill_answer
         response, decode_worker = await self._send(
             self._rotation.order("decode", decode), "POST", request.path, request.body
         )

@@ -136,7 +136,8 @@ class Toy:
         for child in self.processes:
             if child.returncode is None:
                 child.process.kill()
-            with anyio.fail_after(TIMEOUT), anyio.CancelScope(shield=True):
+            # Shielded (the test may be ending by cancellation) but still bounded.
+            with anyio.CancelScope(shield=True), anyio.fail_after(TIMEOUT):
                 await child.process.wait()
             await child.process.aclose()
             try:

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import anyio
 import pytest
 
+from srtd.toy._http import App, HttpServer, Request, Response, StreamResponse, json_response, sse_event
 from srtd.toy.bench import percentile
 from tests.toy.harness import Toy, free_port
 
@@ -94,3 +97,37 @@ def test_percentile_interpolates_between_ranks() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([4.0, 1.0, 3.0, 2.0], 0) == 1.0
     assert percentile(list(map(float, range(101))), 99) == 99.0
+
+
+async def test_bench_fails_on_truncated_streams_and_malformed_answers(toy: Toy) -> None:
+    """A server that answers 200 with the wrong thing must not pass the benchmark."""
+    app = App(print)
+
+    async def models(request: Request) -> Response:
+        return json_response({"object": "list", "data": [{"id": "broken", "object": "model"}]})
+
+    async def truncated(request: Request) -> StreamResponse:
+        async def chunks() -> AsyncGenerator[bytes, None]:
+            yield sse_event({"choices": [{"index": 0, "text": "hi", "finish_reason": None}]})
+
+        return StreamResponse(chunks())  # no [DONE]: the answer was cut
+
+    async def malformed(request: Request) -> Response:
+        return json_response({"choices": []})
+
+    app.route("GET", "/v1/models")(models)
+    app.route("POST", "/v1/completions")(truncated)
+    app.route("POST", "/v1/chat/completions")(malformed)
+    server = HttpServer(app)
+    url = f"http://127.0.0.1:{await server.bind('127.0.0.1', 0)}"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        cut = await toy.bench("--url", url, "--requests", 2)
+        bad = await toy.bench("--url", url, "--requests", 2, "--endpoint", "chat", "--no-stream")
+        assert await cut.wait() == 1
+        assert cut.lines[-1] == (
+            "toy-bench: FAILED: 2/2 requests failed; first error: stream ended without data: [DONE]"
+        )
+        assert await bad.wait() == 1
+        assert "first error: malformed response: IndexError" in bad.lines[-1]
+        await server.shutdown(1.0)
