@@ -74,6 +74,8 @@ class Cluster(BaseSettings):
     """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
     early_warning_seconds: int | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
+    benchmark_scripts: str | None = None
+    """Host directory of srt-slurm's benchmark scripts, mounted at /srtctl-benchmarks."""
     output_root: str = "outputs"
     """Where log directories go when the recipe sets no `output.log_dir`."""
 

@@ -257,6 +257,7 @@ class Plan(_Frozen):
     hold: bool = False  # manual benchmark without terminal units: run until signalled
     teardown: TeardownBudget = Field(default_factory=TeardownBudget)
     sbatch: Sbatch | None = None
+    files: dict[str, str] = Field(default_factory=dict)  # generated config files: path -> content
     warnings: tuple[str, ...] = ()
 
     def unit(self, name: str) -> Unit:

@@ -1,11 +1,13 @@
-"""The Plan: recipe + cluster settings + nodes -> every unit of the job, offline."""
+"""The Plan: recipe + cluster settings + nodes -> every unit of the job, offline.
 
-from __future__ import annotations
+    plan = build_plan(load_recipe("dsr1.yaml"), load_cluster()[0], nodes=["gpu-01", "gpu-02"])
+    print(plan.dumps())            # the documented JSON contract (docs/plan.md)
 
-from srtd.errors import Problem
-from srtd.recipe import LoadedRecipe
+`build_plan` is pure: no network, no Slurm, no clock; the same inputs give the
+same bytes.
+"""
 
+from srtd.plan._builder import build_plan, check_recipe, gpus_per_node, role_shape
+from srtd.plan._graph import PHASES
 
-def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
-    """Rules that need the engine, frontend and service registries."""
-    return []
+__all__ = ["PHASES", "build_plan", "check_recipe", "gpus_per_node", "role_shape"]

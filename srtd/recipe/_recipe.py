@@ -110,8 +110,15 @@ class Recipe(Section):
         rules = Rules()
         self._role_rules(rules)
         self._service_rules(rules)
-        if self.frontend.type == "none" and self.roles:
-            rules.add("frontend.type", "`none` runs no frontend, so the recipe cannot have worker roles")
+        if self.frontend.type == "none":
+            engines = {r: self.engine_for(r) for r in self.roles}
+            served = [r for r, e in engines.items() if e is not None and e.type != "custom"]
+            if served:
+                rules.add(
+                    "frontend.type",
+                    f"`none` runs no frontend, so only custom-engine roles (gated by their own `health`) "
+                    f"may run; roles.{served[0]} uses {engines[served[0]].type}",  # type: ignore[union-attr]
+                )
         terminal = [s.name for s in self.services if s.terminal and s.enabled]
         if terminal and self.benchmark.type != "manual":
             rules.add(

@@ -1,0 +1,155 @@
+"""Benchmark rows: `manual` (none), `custom` (a shell command), `toy`, and srt-slurm's scripts.
+
+The benchmark is a terminal unit: the job ends when it exits, with its exit code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from srtd.context import PlanContext
+from srtd.engines import served_model_name
+from srtd.unit import Srun, Unit, UnitKind
+
+SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
+
+
+@dataclass(frozen=True)
+class BenchmarkTarget:
+    """Where the benchmark sends requests."""
+
+    node: str | None
+    port: int | None
+
+
+class Benchmark:
+    name: ClassVar[str] = ""
+    runs: ClassVar[bool] = True  # manual runs nothing
+
+    def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, ctx: PlanContext, target: BenchmarkTarget) -> dict[str, str]:
+        return {}
+
+
+_REGISTRY: dict[str, Benchmark] = {}
+B = TypeVar("B", bound=type[Benchmark])
+
+
+def register_benchmark(name: str) -> Callable[[B], B]:
+    def decorate(cls: B) -> B:
+        cls.name = name
+        _REGISTRY[name] = cls()
+        return cls
+
+    return decorate
+
+
+@register_benchmark("manual")
+class Manual(Benchmark):
+    """No client: the job serves until it is stopped (or its terminal services end)."""
+
+    runs = False
+
+
+@register_benchmark("custom")
+class Custom(Benchmark):
+    """`benchmark.command`, run with `bash -lc` as written."""
+
+    def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        return ["bash", "-lc", ctx.recipe.benchmark.command or "true"]
+
+
+@register_benchmark("toy")
+class Toy(Benchmark):
+    """srtd's toy client (`python -m srtd.toy.bench`)."""
+
+    def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        bench = ctx.recipe.benchmark
+        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
+        argv = ["python3", "-m", "srtd.toy.bench", "--url", url, "--model", served_model_name(ctx.recipe, None, "toy")]
+        argv += ["--requests", str(bench.num_requests or 20), "--concurrency", str(bench.concurrency or 4)]
+        argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
+        return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
+
+
+class Script(Benchmark):
+    """srt-slurm's benchmark scripts (sa-bench, mmlu, ...): run from `benchmark_scripts`, settings in env."""
+
+    def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        return ["bash", f"{SCRIPTS_IN_CONTAINER}/{self.name}/bench.sh"]
+
+    def env(self, ctx: PlanContext, target: BenchmarkTarget) -> dict[str, str]:
+        out = {}
+        for field, value in ctx.recipe.benchmark.model_dump(exclude={"type", "env", "placement", "sweep"}).items():
+            if value in (None, {}, [], ()):
+                continue
+            text = "x".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+            out[f"SRT_BENCH_{re.sub(r'[^A-Z0-9]', '_', field.upper())}"] = text
+        return out
+
+
+def benchmark_row(name: str) -> Benchmark:
+    row = _REGISTRY.get(name)
+    if row is None:
+        row = type(f"Script_{name}", (Script,), {})()
+        type(row).name = name
+    return row
+
+
+def benchmark_unit(ctx: PlanContext, target: BenchmarkTarget, node: str) -> Unit | None:
+    bench = ctx.recipe.benchmark
+    row = benchmark_row(bench.type)
+    if not row.runs:
+        return None
+    if isinstance(row, Script) and ctx.containerized:
+        scripts = ctx.cluster.benchmark_scripts
+        if scripts is None:
+            ctx.warn(
+                f"benchmark {bench.type!r} runs srt-slurm's script from {SCRIPTS_IN_CONTAINER}; "
+                "set `benchmark_scripts` in the cluster settings to mount it"
+            )
+    url_host = ctx.address(target.node) if target.node else ""
+    env = {
+        **ctx.job_env(),
+        "SRT_FRONTEND_HOST": url_host,
+        "SRT_FRONTEND_PORT": str(target.port or ""),
+        "SRT_FRONTEND_URL": f"http://{url_host}:{target.port}" if target.node else "",
+        "SRT_MODEL": served_model_name(ctx.recipe, None, ctx.model_path) if ctx.recipe.roles else "",
+        "SRT_GPUS_PER_NODE": str(ctx.gpus_per_node),
+        "SRT_WORKER_NODES": ",".join(ctx.nodes.workers),
+    }
+    for name, nodes in ctx.nodes.pools.items():
+        key = re.sub(r"[^A-Z0-9]", "_", name.upper())
+        env[f"SRT_SERVICE_{key}_NODES"] = ",".join(nodes)
+        env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ctx.address(n) for n in nodes)
+        env[f"SRT_SERVICE_{key}_NODE_COUNT"] = str(len(nodes))
+    env.update(row.env(ctx, target))
+    env.update(dict(ctx.recipe.environment.items()))
+    env.update(bench.env)
+    image = bench.container_image or ctx.recipe.model.container
+    container = ctx.container(image)
+    if container is not None and ctx.cluster.benchmark_scripts:
+        container = container.model_copy(
+            update={"mounts": {**container.mounts, ctx.cluster.benchmark_scripts: SCRIPTS_IN_CONTAINER}}
+        )
+    return Unit(
+        name="benchmark",
+        kind=UnitKind.BENCHMARK,
+        phase="benchmark",
+        nodes=(node,),
+        argv=tuple(row.argv(ctx, target)),
+        preamble=ctx.cluster.default_bash_preamble,
+        env=env,
+        container=container,
+        srun=Srun(options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}),
+        log=ctx.log("benchmark"),
+        critical=False,
+        terminal=True,
+        tier=0,
+        terminate_timeout=15.0,
+    )

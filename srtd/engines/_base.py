@@ -1,0 +1,288 @@
+"""What every engine row shares: flags from `roles.<role>.args`, the worker env, the unit."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+from srtd.context import PlanContext, render
+from srtd.errors import PlanError
+from srtd.recipe import EngineConfig, Recipe, RoleConfig
+from srtd.recipe._base import Section
+from srtd.topology import SYS, Endpoint, PortKind, PortPlan, Process
+from srtd.unit import HttpProbe, Readiness, Restart, RestartMode, Srun, Unit, UnitKind
+
+WorkerLaunch = Literal["dynamo", "direct"]
+ListStyle = Literal["nargs", "repeat"]
+
+
+def flags(args: Mapping[str, Any], *, lists: ListStyle = "nargs") -> list[str]:
+    """Engine flags from a mapping: `true` -> `--k`, `false`/null -> nothing, lists after one flag
+    (`nargs`) or one flag per value (`repeat`), mappings as compact JSON, the rest as text."""
+    out: list[str] = []
+    for key, value in args.items():
+        flag = f"--{key}"
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, list | tuple):
+            if lists == "repeat":
+                for item in value:
+                    out += [flag, _text(item)]
+            else:
+                out += [flag, *(_text(v) for v in value)]
+        else:
+            out += [flag, _text(value)]
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class WorkerMode:
+    """How the frontend wants its workers: registered with Dynamo, or serving HTTP themselves."""
+
+    launch: WorkerLaunch
+    disaggregated: bool
+    public_port: int | None = None  # direct frontends: the single worker binds the public port
+
+
+class Engine:
+    """One engine type.  Subclasses set `config` (the recipe model) and build the worker argv."""
+
+    config: ClassVar[type[Section]]
+    name: ClassVar[str] = ""
+    launches: ClassVar[frozenset[str]] = frozenset({"dynamo", "direct"})
+    launch_per_endpoint: ClassVar[bool] = False  # one step over all nodes of a worker (MPI engines)
+    owned_flags: ClassVar[frozenset[str]] = frozenset()  # flags srtd sets itself
+    list_style: ClassVar[ListStyle] = "nargs"
+    fatal_patterns: ClassVar[tuple[str, ...]] = ()
+    sets_visible_devices: ClassVar[bool] = True
+
+    # ------------------------------------------------------------------ questions
+
+    def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
+        from srtd.topology import HTTP
+
+        return PortPlan(every=(SYS,), leader=(HTTP,))
+
+    def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
+        """Per-process variables derived from its ports."""
+        return {}
+
+    def readiness(self, ctx: PlanContext, cfg: EngineConfig, proc: Process, mode: WorkerMode) -> Readiness | None:
+        """How to tell one worker serves: its own /health (Dynamo's system port, or its HTTP port)."""
+        if not proc.is_leader:
+            return None
+        port = proc.ports.get("sys") if mode.launch == "dynamo" else proc.ports.get("http")
+        if port is None:
+            return None
+        check = ctx.recipe.health_check
+        return Readiness(
+            probe=HttpProbe(node=proc.node, port=port, path="/health"),
+            timeout_seconds=float(check.max_attempts * check.interval_seconds),
+            interval_seconds=float(check.interval_seconds),
+        )
+
+    def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint) -> Srun:
+        options = {**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}
+        options.update(ctx.recipe.roles[role].srun_options)
+        return Srun(options=options)
+
+    def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
+        return []
+
+    def validate(self, recipe: Recipe, cfg: EngineConfig, role: str) -> list[tuple[str, str]]:
+        """(path, message) of rules this engine adds."""
+        problems = []
+        for key, value in recipe.roles[role].args.items():
+            if key == "disaggregation-mode":
+                # srtd sets it from the role; writing the same value is harmless.
+                if value != role:
+                    problems.append((f"roles.{role}.args.{key}", f"must be {role!r} on the {role} role, got {value!r}"))
+            elif key in self.owned_flags:
+                problems.append((f"roles.{role}.args.{key}", f"srtd sets --{key} itself; leave it out"))
+        return problems
+
+    def role_flags(self, ctx: PlanContext, role: str, values: Mapping[str, object]) -> list[str]:
+        args = {
+            k: (render(v, values) if isinstance(v, str) else v)
+            for k, v in ctx.recipe.roles[role].args.items()
+            if k != "disaggregation-mode"  # srtd passes it from the role
+        }
+        return [*flags(args, lists=self.list_style), *ctx.recipe.roles[role].extra_args]
+
+    def served_model_name(self, ctx: PlanContext, role: str) -> str:
+        return served_model_name(ctx.recipe, role, ctx.model_path)
+
+    # ------------------------------------------------------------------ units
+
+    def units(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint, mode: WorkerMode) -> list[Unit]:
+        procs = [p for p in ctx.processes[role] if p.endpoint == endpoint]
+        if self.launch_per_endpoint:
+            procs = procs[:1]
+        group = endpoint.label if len(procs) > 1 else None
+        return [self._unit(ctx, cfg, role, p, mode, group) for p in procs]
+
+    def _unit(
+        self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode, group: str | None
+    ) -> Unit:
+        recipe = ctx.recipe
+        role_cfg = recipe.roles[role]
+        endpoint = proc.endpoint
+        name = f"{role}_{endpoint.index}_{proc.node}"
+        values = {"node": proc.node, "node_id": ctx.nodes.workers.index(proc.node)}
+        env = self.base_env(ctx, role, proc, mode)
+        env.update({k: render(v, values) for k, v in role_cfg.env.items()})
+        env.update({k: render(v, values) for k, v in recipe.environment.items()})
+        if endpoint.partial and self.sets_visible_devices:
+            env[ctx.cluster.visible_devices_env] = proc.visible_devices
+        env.update(self.env(ctx, cfg, role, proc, mode))
+        nodes = endpoint.nodes if self.launch_per_endpoint else (proc.node,)
+        ports = dict(proc.ports)
+        if mode.public_port is not None and proc.is_leader:
+            ports["http"] = mode.public_port
+        return Unit(
+            name=name,
+            kind=UnitKind.WORKER,
+            phase="workers",
+            nodes=nodes,
+            gpus=endpoint.gpus if endpoint.partial else (),
+            argv=tuple(self.argv(ctx, cfg, role, proc, mode)),
+            preamble=self.preamble(ctx, mode),
+            env={**ctx.job_env(), **env},
+            container=ctx.container(role_cfg.container or recipe.model.container),
+            srun=self.srun(ctx, cfg, role, endpoint),
+            log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}"),
+            ports=ports,
+            readiness=self.readiness(ctx, cfg, proc, mode),
+            fatal_patterns=self.patterns(recipe),
+            restart=restart_of(role_cfg),
+            critical=role_cfg.critical,
+            tier=0,
+            terminate_timeout=30.0,
+            group=group,
+            role=role,
+            index=endpoint.index,
+        )
+
+    def patterns(self, recipe: Recipe) -> tuple[str, ...]:
+        check = recipe.health_check
+        if not check.fatal_log_markers:
+            return ()
+        return (*self.fatal_patterns, *check.extra_fatal_log_patterns)
+
+    def preamble(self, ctx: PlanContext, mode: WorkerMode) -> str | None:
+        parts = [ctx.cluster.default_bash_preamble]
+        script = ctx.recipe.setup_script
+        if script:
+            path = posixpath.join("/configs", script) if ctx.containerized else script
+            parts.append(f"bash {_q(path)}")
+        return "\n".join(p for p in parts if p) or None
+
+    def base_env(self, ctx: PlanContext, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
+        env = {"HEAD_NODE_IP": ctx.address(ctx.nodes.head)}
+        if mode.launch == "dynamo":
+            env.update(dynamo_env(ctx))
+            if "sys" in proc.ports:
+                env["DYN_SYSTEM_PORT"] = str(proc.ports["sys"])
+                # Without it the worker's /health stays 503 until an engine flips
+                # it; with it, health follows the generate endpoint.
+                env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] = '["generate"]'
+                if ctx.local:
+                    env["DYN_SYSTEM_HOST"] = "127.0.0.1"
+        return env
+
+
+def dynamo_env(ctx: PlanContext) -> dict[str, str]:
+    """What every Dynamo process (frontend and workers) needs to find the others."""
+    env = {k: v for k, v in ctx.discovery.items() if k in ("ETCD_ENDPOINTS", "NATS_SERVER")}
+    dyn = ctx.recipe.dynamo
+    env["DYN_REQUEST_PLANE"] = dyn.request_plane
+    if dyn.event_plane:
+        env["DYN_EVENT_PLANE"] = dyn.event_plane
+    obs = ctx.recipe.observability
+    if obs.enable_otel and obs.otel_endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = obs.otel_endpoint
+        env["DYN_LOGGING_JSONL"] = "true"
+    env.setdefault("DYN_LOG", "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn")
+    if ctx.local:
+        # Everything is on this machine: advertise loopback, not the host's other address.
+        for var in ("DYN_TCP_RPC_HOST", "DYN_EVENT_PLANE_HOST", "DYN_TCP_RESPONSE_STREAM_HOST"):
+            env[var] = "127.0.0.1"
+    return env
+
+
+def restart_of(role: RoleConfig) -> Restart:
+    policy = role.restart
+    return Restart(
+        policy=RestartMode(policy.policy),
+        max_restarts=policy.max_restarts,
+        backoff_seconds=policy.backoff_seconds,
+        max_backoff_seconds=policy.max_backoff_seconds,
+        stable_seconds=max(60.0, 2 * policy.max_backoff_seconds),
+    )
+
+
+def served_model_name(recipe: Recipe, role: str | None, model_path: str) -> str:
+    roles = [role] if role else list(recipe.roles)
+    for r in roles:
+        if r in recipe.roles:
+            name = recipe.roles[r].args.get("served-model-name") or recipe.roles[r].args.get("served_model_name")
+            if isinstance(name, str):
+                return name
+    engine = recipe.engine
+    named = getattr(engine, "served_model_name", None)
+    if isinstance(named, str):
+        return named
+    return posixpath.basename(model_path.rstrip("/")) or model_path
+
+
+def _q(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def need_port(proc: Process, kind: PortKind) -> int:
+    try:
+        return proc.ports[kind.name]
+    except KeyError:
+        raise PlanError(f"{proc.endpoint.label} on {proc.node} has no {kind.name} port") from None
+
+
+_REGISTRY: dict[type[Section], Engine] = {}
+E = TypeVar("E", bound=type[Engine])
+
+
+def register_engine(config: type[Section]) -> Callable[[E], E]:
+    """Register an engine row for a recipe engine model (`@register_engine(SGLangEngine)`)."""
+
+    def decorate(cls: E) -> E:
+        cls.config = config
+        cls.name = str(config.model_fields["type"].default)
+        _REGISTRY[config] = cls()
+        return cls
+
+    return decorate
+
+
+def engine_row(cfg: EngineConfig) -> Engine:
+    return _REGISTRY[type(cfg)]
+
+
+def all_rows() -> Sequence[Engine]:
+    return list(_REGISTRY.values())

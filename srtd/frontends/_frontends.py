@@ -1,0 +1,330 @@
+"""The frontend rows."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from srtd.context import PlanContext
+from srtd.engines import WorkerMode, dynamo_env
+from srtd.errors import PlanError
+from srtd.frontends._base import (
+    Frontend,
+    FrontendPlan,
+    Layout,
+    dynamo_gate,
+    http_ready,
+    leaders,
+    models_gate,
+    register_frontend,
+    router_gate,
+    tcp_ready,
+    worker_url,
+)
+from srtd.recipe import Recipe
+from srtd.topology import BOOTSTRAP
+from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
+
+
+def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Unit:
+    """nginx on the head, spreading requests over the frontend replicas."""
+    assert layout.nginx is not None
+    fe = ctx.recipe.frontend
+    upstreams = "\n".join(
+        f"        server {ctx.address(n)}:{p} max_fails=0;" for n, p in zip(layout.nodes, layout.ports, strict=True)
+    )
+    balance = f"        hash $http_{fe.nginx_session_affinity_header.lower().replace('-', '_')} consistent;\n"
+    conf = (
+        "worker_processes auto;\n"
+        + ("worker_rlimit_nofile 1048576;\n" if fe.nginx_raise_ulimit else "")
+        + "events { worker_connections 65536; }\n"
+        "http {\n"
+        "    upstream frontends {\n"
+        + (balance if fe.nginx_session_affinity else "        least_conn;\n")
+        + f"{upstreams}\n        keepalive 1024;\n    }}\n"
+        "    server {\n"
+        f"        listen {layout.public_port};\n"
+        f"        keepalive_timeout {fe.nginx_keepalive_timeout};\n"
+        "        proxy_read_timeout 24h;\n        proxy_send_timeout 24h;\n"
+        "        location / {\n"
+        "            proxy_pass http://frontends;\n"
+        "            proxy_http_version 1.1;\n"
+        '            proxy_set_header Connection "";\n'
+        "            proxy_buffering off;\n"
+        "        }\n    }\n}\n"
+    )
+    ctx.files[posixpath.join(ctx.log_dir, "nginx.conf")] = conf
+    config = posixpath.join(ctx.logs_path, "nginx.conf")
+    return Unit(
+        name="nginx",
+        kind=UnitKind.FRONTEND,
+        phase="frontend",
+        nodes=(layout.nginx,),
+        argv=("nginx", "-c", config, "-g", "daemon off;"),
+        env=ctx.job_env(),
+        container=ctx.container(fe.nginx_container, remap_root=True),
+        srun=Srun(shell=False, options={"container-remap-root": ""} if ctx.containerized else {}),
+        log=ctx.log(f"{layout.nginx}_nginx"),
+        ports={"http": layout.public_port},
+        readiness=readiness,
+        critical=True,
+        tier=0,
+        terminate_timeout=20.0,
+    )
+
+
+class _Replicated(Frontend):
+    """A frontend process per replica, behind nginx when there are several."""
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, ctx: PlanContext) -> dict[str, str]:
+        return {}
+
+    def srun(self, ctx: PlanContext) -> Srun:
+        return Srun()
+
+    def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
+        raise NotImplementedError
+
+    def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
+        layout = self.layout(ctx)
+        public_node = layout.nginx or layout.nodes[0]
+        gate = self.gate_readiness(ctx, self.gate_probe(ctx, public_node, layout.public_port))
+        units = []
+        for i, (node, port) in enumerate(zip(layout.nodes, layout.ports, strict=True)):
+            ready = gate if layout.nginx is None else tcp_ready(node, port)
+            units.append(
+                self.unit(
+                    ctx,
+                    f"frontend_{i}",
+                    node,
+                    self.command(ctx, port),
+                    env=self.env(ctx),
+                    ports={"http": port},
+                    readiness=ready,
+                    srun=self.srun(ctx),
+                )
+            )
+        if layout.nginx is not None:
+            units.append(_nginx(ctx, layout, gate))
+        return FrontendPlan(tuple(units), units[-1].name, public_node, layout.public_port)
+
+
+@register_frontend("dynamo")
+class Dynamo(_Replicated):
+    description = "the Dynamo frontend; workers register through etcd"
+    worker_launch = "dynamo"
+
+    def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
+        out: list[tuple[dict[str, Any], str]] = [({"name": "etcd", "type": "etcd"}, "frontend.type: dynamo")]
+        planes = recipe.dynamo
+        if "nats" in (planes.request_plane, planes.event_plane):
+            out.append(({"name": "nats", "type": "nats"}, "dynamo.request_plane / event_plane: nats"))
+        return out
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        argv = ["python3", "-m", "dynamo.frontend", f"--http-port={port}"]
+        if ctx.local:
+            argv += ["--http-host", "127.0.0.1"]
+        return argv + self.args(ctx)
+
+    def env(self, ctx: PlanContext) -> dict[str, str]:
+        return {**dynamo_env(ctx), **dict(ctx.recipe.environment.items())}
+
+    def srun(self, ctx: PlanContext) -> Srun:
+        return Srun(mpi="pmix")
+
+    def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
+        return dynamo_gate(ctx, node, port, self.expectations(ctx))
+
+
+class _StaticRouter(_Replicated):
+    """Routers that take worker URLs on their command line and count them on /workers."""
+
+    executable: ClassVar[tuple[str, ...]] = ()
+    pd_flag: ClassVar[str] = "--pd-disaggregation"
+    worker_flag: ClassVar[str] = "--worker-urls"
+
+    def bind(self, ctx: PlanContext) -> str:
+        return "127.0.0.1" if ctx.local else "0.0.0.0"
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        argv = [*self.executable, "--host", self.bind(ctx), "--port", str(port)]
+        if ctx.recipe.disaggregated:
+            argv.append(self.pd_flag)
+            for proc in leaders(ctx, "prefill"):
+                argv += ["--prefill", worker_url(ctx, proc)]
+                if BOOTSTRAP.name in proc.ports:
+                    argv.append(str(proc.ports[BOOTSTRAP.name]))
+            for proc in leaders(ctx, "decode"):
+                argv += ["--decode", worker_url(ctx, proc)]
+        else:
+            urls = [worker_url(ctx, p) for p in leaders(ctx, "agg")]
+            if urls:
+                argv += [self.worker_flag, *urls]
+        return argv + self.args(ctx)
+
+    def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
+        return router_gate(node, port, self.expectations(ctx))
+
+
+@register_frontend("sglang-router")
+class SGLangRouter(_StaticRouter):
+    description = "the SGLang model gateway in front of SGLang servers"
+    engines = frozenset({"sglang"})
+    executable = ("python3", "-m", "sglang_router.launch_router")
+
+
+@register_frontend("sgl-router")
+class SglRouter(_StaticRouter):
+    description = "the standalone sgl-router binary; command line not verified on hardware"
+    engines = frozenset({"sglang"})
+    executable = ("sgl-router",)
+
+
+@register_frontend("smg")
+class SGLangModelGateway(_StaticRouter):
+    description = "the SGLang model gateway binary (`smg`); command line not verified on hardware"
+    engines = frozenset({"sglang", "vllm"})
+    executable = ("smg",)
+
+
+@register_frontend("vllm-router")
+class VLLMRouter(_StaticRouter):
+    description = "the vLLM router in front of vLLM servers; command line not verified on hardware"
+    engines = frozenset({"vllm"})
+    executable = ("vllm-router",)
+
+
+@register_frontend("atomesh")
+class Atomesh(_StaticRouter):
+    description = "the ATOM mesh router; command line not verified on hardware"
+    engines = frozenset({"atom"})
+    executable = ("atomesh",)
+
+
+@register_frontend("tilert-router")
+class TileRTRouter(_StaticRouter):
+    description = "the TileRT router; command line not verified on hardware"
+    engines = frozenset({"tilert", "vllm"})
+    executable = ("tilert-router",)
+
+
+@register_frontend("toy-router")
+class ToyRouter(_StaticRouter):
+    description = "srtd's toy router (`python -m srtd.toy.router`), for demos without a GPU"
+    engines = frozenset({"toy", "custom"})
+    executable = ("python3", "-m", "srtd.toy.router")
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        argv = [*self.executable, "--host", self.bind(ctx), "--port", str(port)]
+        for role, flag in (("prefill", "--prefill"), ("decode", "--decode"), ("agg", "--worker")):
+            for proc in leaders(ctx, role):
+                argv += [flag, worker_url(ctx, proc)]
+        return argv + self.args(ctx)
+
+
+class _Direct(Frontend):
+    """The single aggregated worker binds the public port itself: no router process."""
+
+    direct = True
+
+    def validate(self, recipe: Recipe) -> list[tuple[str, str]]:
+        problems = super().validate(recipe)
+        if recipe.disaggregated or "agg" not in recipe.roles:
+            problems.append(
+                ("frontend.type", f"`{self.name}` serves one aggregated worker; use a router for prefill/decode")
+            )
+        return problems
+
+    def mode(self, recipe: Recipe) -> WorkerMode:
+        return WorkerMode("direct", False, public_port=8000)
+
+    def gate_probe(self, node: str, port: int) -> Any:
+        return models_gate(node, port)
+
+    def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
+        count = len(ctx.endpoints.get("agg", []))
+        if count != 1:
+            raise PlanError(
+                f"frontend `{self.name}` has no router: its one worker binds port 8000, but roles.agg has "
+                f"{count} workers; use a router frontend (sglang-router, vllm-router, dynamo) for several"
+            )
+        leader = next(u for u in workers if u.readiness is not None or u.ports.get("http"))
+        return FrontendPlan((), leader.name, leader.node, 8000)
+
+
+@register_frontend("sglang")
+class SGLangDirect(_Direct):
+    description = "one SGLang server is the endpoint"
+    engines = frozenset({"sglang"})
+
+
+@register_frontend("vllm")
+class VLLMDirect(_Direct):
+    description = "one vLLM server is the endpoint"
+    engines = frozenset({"vllm"})
+
+
+@register_frontend("atom")
+class AtomDirect(_Direct):
+    description = "one ATOM server is the endpoint; command line not verified on hardware"
+    engines = frozenset({"atom"})
+
+
+@register_frontend("trtllm_serve")
+class TRTLLMServe(Frontend):
+    description = "trtllm-serve: one aggregated server, or a disaggregated orchestrator"
+    engines = frozenset({"trtllm"})
+
+    def mode(self, recipe: Recipe) -> WorkerMode:
+        if recipe.disaggregated:
+            return WorkerMode("direct", True)
+        return WorkerMode("direct", False, public_port=8000)
+
+    def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
+        if not ctx.recipe.disaggregated:
+            leader = next(u for u in workers if u.readiness is not None)
+            return FrontendPlan((), leader.name, leader.node, 8000)
+        fe = ctx.recipe.frontend
+        lines = ["hostname: 0.0.0.0", "port: 8000", "backend: pytorch"]
+        for role, section in (("prefill", "context_servers"), ("decode", "generation_servers")):
+            urls = [f"{ctx.address(p.node)}:{p.ports['http']}" for p in leaders(ctx, role)]
+            lines += [f"{section}:", f"  num_instances: {len(urls)}", "  urls:"]
+            lines += [f"    - {u}" for u in urls]
+        if fe.server_config_extra:
+            lines += [f"{k}: {v}" for k, v in fe.server_config_extra.items()]
+        ctx.files[posixpath.join(ctx.log_dir, "trtllm_serve.yaml")] = "\n".join(lines) + "\n"
+        node = self.home(ctx)
+        argv = ["trtllm-serve", "disaggregated", "-c", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
+        ready = self.gate_readiness(ctx, HttpProbe(node=node, port=8000, path="/health"))
+        unit = self.unit(
+            ctx,
+            "trtllm_serve_orchestrator",
+            node,
+            argv,
+            ports={"http": 8000},
+            readiness=ready,
+            srun=Srun(mpi="pmix"),
+            log=f"{node}_trtllm_serve_orchestrator",
+        )
+        return FrontendPlan((unit,), unit.name, node, 8000)
+
+
+@register_frontend("none")
+class NoFrontend(Frontend):
+    description = "no frontend: services-only jobs, or custom workers gated by their own health"
+    worker_launch = None
+    engines = frozenset({"custom"})
+
+    def mode(self, recipe: Recipe) -> WorkerMode:
+        return WorkerMode("direct", recipe.disaggregated)
+
+    def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
+        return FrontendPlan((), None, None, None)
+
+
+__all__ = ["http_ready"]

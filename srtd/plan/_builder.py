@@ -1,0 +1,332 @@
+"""`build_plan`: recipe + cluster settings + nodes -> Plan.  Pure and deterministic."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
+from srtd.cluster import Cluster
+from srtd.context import PlanContext
+from srtd.engines import Engine, WorkerMode, engine_row
+from srtd.errors import PlanError, Problem, RecipeError
+from srtd.frontends import Frontend, frontend_names, get_frontend
+from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
+from srtd.recipe import EngineConfig, LoadedRecipe, Recipe
+from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
+from srtd.topology import (
+    ROLE_ORDER,
+    Cursor,
+    Endpoint,
+    NodeMap,
+    NodeNeeds,
+    PortAllocator,
+    carve,
+    place_role,
+    processes_of,
+)
+from srtd.unit import Plan, Sbatch, TeardownBudget, Unit
+
+DEFAULT_TIME_LIMIT = "01:00:00"
+EARLY_WARNING_MARGIN = 60  # Slurm may deliver the signal up to 60 s early
+
+
+def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
+    """The rules that need the registries (kinds, frontends, engines), located in the file."""
+    recipe = loaded.recipe
+    found: list[tuple[str, str]] = list(service_problems(recipe))
+    frontend = get_frontend(recipe.frontend.type)
+    if frontend is None:
+        found.append(
+            ("frontend.type", f"unknown frontend {recipe.frontend.type!r}; known: {', '.join(frontend_names())}")
+        )
+    else:
+        found += frontend.validate(recipe)
+    for role in recipe.roles:
+        cfg = recipe.engine_for(role)
+        if cfg is not None:
+            found += engine_row(cfg).validate(recipe, cfg, role)
+    return [loaded.problem(message, path) for path, message in found]
+
+
+def gpus_per_node(recipe: Recipe, cluster: Cluster) -> int:
+    if "gpus_per_node" in recipe.resources.model_fields_set:
+        return recipe.resources.gpus_per_node
+    return cluster.gpus_per_node or recipe.resources.gpus_per_node
+
+
+def role_shape(recipe: Recipe, role: str, gpn: int) -> tuple[int, int, int]:
+    """(workers, gpus per worker, nodes owned) of a role, with srt-slurm's defaults."""
+    cfg = recipe.roles[role]
+    workers = cfg.workers or 1
+    if cfg.colocated:
+        return workers, cfg.gpus or gpn, 0
+    if isinstance(cfg.nodes, int):
+        gpus = cfg.gpus or max(cfg.nodes * gpn // workers, 1)
+        return workers, gpus, cfg.nodes
+    gpus = cfg.gpus or gpn
+    if gpus >= gpn or recipe.resources.spread_workers:
+        return workers, gpus, workers * math.ceil(gpus / gpn)
+    return workers, gpus, math.ceil(workers * gpus / gpn)
+
+
+def _needs(recipe: Recipe, services: list[EffectiveService], frontend: Frontend, gpn: int) -> NodeNeeds:
+    roles = {r: role_shape(recipe, r, gpn)[2] for r in ROLE_ORDER if r in recipe.roles}
+    pools = tuple((s.name, s.config.nodes) for s in services if s.config.nodes and s.external is None)
+    dedicated: set[str] = set()
+    if any(s.placement == "dedicated" and s.external is None for s in services):
+        dedicated.add("infra")
+    if recipe.frontend.placement.node == "dedicated" and not frontend.direct:
+        dedicated.add("frontend")
+    if recipe.benchmark.placement.node == "dedicated" and benchmark_row(recipe.benchmark.type).runs:
+        dedicated.add("client")
+    return NodeNeeds(
+        roles=roles,
+        pools=pools,
+        dedicated=frozenset(dedicated),
+        colocate_dedicated=recipe.benchmark.colocate_with_frontend,
+        colocated_decode="decode" in recipe.roles and recipe.roles["decode"].colocated,
+    )
+
+
+def _log_dir(recipe: Recipe, cluster: Cluster, job_id: str, given: str | None) -> str:
+    if given:
+        return given
+    if recipe.output.log_dir:
+        text = recipe.output.log_dir.replace("{job_id}", job_id).replace("{name}", recipe.name)
+        return os.path.expandvars(text)
+    return f"{cluster.output_root}/{job_id}/logs"
+
+
+def build_plan(
+    source: LoadedRecipe | Recipe,
+    cluster: Cluster | None = None,
+    *,
+    nodes: Sequence[str] | None = None,
+    job_id: str = "local",
+    local: bool = False,
+    log_dir: str | None = None,
+    addresses: dict[str, str] | None = None,
+) -> Plan:
+    """Every unit of the job, offline.  Same inputs, same plan, same JSON bytes."""
+    cluster = cluster or Cluster()
+    loaded = source if isinstance(source, LoadedRecipe) else None
+    recipe = source.recipe if isinstance(source, LoadedRecipe) else source
+    if loaded is not None:
+        problems = check_recipe(loaded)
+        if problems:
+            raise RecipeError(problems)
+    frontend = get_frontend(recipe.frontend.type)
+    if frontend is None:
+        raise PlanError(f"unknown frontend {recipe.frontend.type!r}")
+    engines = {role: recipe.engine_for(role) for role in recipe.roles}
+    rows: dict[str, Engine] = {r: engine_row(c) for r, c in engines.items() if c is not None}
+    services = effective_services(recipe, [frontend, *dict.fromkeys(rows.values())], local=local)
+    gpn = gpus_per_node(recipe, cluster)
+    nodemap = carve(_needs(recipe, services, frontend, gpn), nodes)
+    ctx = PlanContext(
+        recipe=recipe,
+        cluster=cluster,
+        job_id=job_id,
+        local=local,
+        log_dir=_log_dir(recipe, cluster, job_id, log_dir),
+        nodes=nodemap,
+        gpus_per_node=gpn,
+        addresses=dict(addresses or {}),
+        ports=PortAllocator(local=local, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}),
+    )
+    mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
+    _place_workers(ctx, rows, mode or WorkerMode("direct", recipe.disaggregated))
+    services = _skip_unrunnable(ctx, services)
+    _discovery(ctx, services)
+
+    units: list[Unit] = []
+    containers = _service_images(recipe, services)
+    for phase in ("infra", "before_workers"):
+        for eff in services:
+            if eff.start == phase and eff.external is None:
+                units += service_units(ctx, eff, containers)
+    workers: list[Unit] = []
+    for role in ROLE_ORDER:
+        cfg = engines.get(role)
+        if cfg is None:
+            continue
+        for endpoint in ctx.endpoints.get(role, []):
+            workers += rows[role].units(ctx, cfg, role, endpoint, mode or WorkerMode("direct", False))
+    units += workers
+    fplan = frontend.plan(ctx, workers)
+    units += fplan.units
+    for eff in services:
+        if eff.start == "after_frontend" and eff.external is None:
+            units += service_units(ctx, eff, containers)
+    bench = benchmark_unit(ctx, BenchmarkTarget(fplan.node, fplan.port), _bench_node(ctx))
+    if bench is not None:
+        units.append(bench)
+
+    _check_unique_names(units)
+    units = with_phase_edges(units)
+    wanted = {s.name: s.config.after for s in services if s.config.after}
+    units = with_explicit_edges(units, wanted, {s.name for s in services})
+    units = start_order(units)
+    _check_ports(ctx, units)
+    teardown = _teardown(cluster, units, local)
+    if not teardown.fits and not local:
+        ctx.warn(
+            f"teardown needs up to {teardown.total_seconds:g} s but the early warning gives "
+            f"{teardown.early_warning_seconds} s; raise early_warning_seconds in the cluster settings"
+        )
+    hold = bench is None and not any(u.terminal for u in units)
+    return Plan(
+        name=recipe.name,
+        recipe=loaded.file if loaded else None,
+        variant=loaded.variant if loaded else None,
+        job_id=job_id,
+        local=local,
+        log_dir=ctx.log_dir,
+        nodes=nodemap.as_dict(),
+        allocation=nodemap.allocation,
+        addresses={n: ctx.address(n) for n in nodemap.allocation},
+        phases=PHASES,
+        units=tuple(units),
+        gate=fplan.gate,
+        hold=hold,
+        teardown=teardown,
+        sbatch=None if local else _sbatch(recipe, cluster, nodemap, gpn, teardown),
+        files=dict(sorted(ctx.files.items())),
+        warnings=tuple(ctx.warnings),
+    )
+
+
+def _place_workers(ctx: PlanContext, rows: dict[str, Engine], mode: WorkerMode) -> None:
+    recipe = ctx.recipe
+    cursor: Cursor | None = None
+    for role in ROLE_ORDER:
+        if role not in rows:
+            continue
+        workers, gpus, _ = role_shape(recipe, role, ctx.gpus_per_node)
+        colocated = role == "decode" and recipe.roles[role].colocated
+        nodes = ctx.nodes.roles[role]
+        start = cursor if colocated else None
+        endpoints, end = place_role(
+            role, workers, gpus, nodes, ctx.gpus_per_node, spread=recipe.resources.spread_workers, cursor=start
+        )
+        if role == "prefill":
+            cursor = end
+        ctx.endpoints[role] = endpoints
+        plan = rows[role].port_plan(recipe, role, mode)
+        ctx.processes[role] = [p for e in endpoints for p in processes_of(e, plan, ctx.ports)]
+
+
+def _skip_unrunnable(ctx: PlanContext, services: list[EffectiveService]) -> list[EffectiveService]:
+    kept = []
+    for eff in services:
+        reason = eff.kind.skip_reason(ctx, eff.config)
+        if reason is not None:
+            ctx.warn(f"service {eff.name!r} is left out: {reason}")
+            continue
+        kept.append(eff)
+    return kept
+
+
+def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
+    """Where the discovery plane is: the job's own services, or the external ones named."""
+    for eff in services:
+        var = eff.kind.discovery_var
+        if var is None:
+            continue
+        if eff.external is not None:
+            ctx.discovery[var] = eff.external
+            continue
+        insts = instances(ctx, eff)
+        if not insts:
+            continue
+        address = ctx.address(insts[0].node)
+        value = eff.kind.discovery_value(address, eff.config)
+        if value is not None:
+            ctx.discovery[var] = value
+        if var == "MOONCAKE_MASTER":
+            port = eff.kind.ports(eff.config).get("metadata", 8701)
+            ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
+
+
+def _service_images(recipe: Recipe, services: list[EffectiveService]) -> dict[str, str | None]:
+    """Each service's image: its own, its kind's fallback, the master's (stores), then the job's."""
+    master = next((s for s in services if s.kind.name == "mooncake-master"), None)
+    out: dict[str, str | None] = {}
+    for eff in services:
+        image = eff.config.container or eff.kind.container_fallback
+        if image is None and eff.kind.name == "mooncake-store" and master is not None:
+            image = master.config.container
+        out[eff.name] = image or recipe.model.container
+    return out
+
+
+def _bench_node(ctx: PlanContext) -> str:
+    if ctx.recipe.benchmark.placement.node == "last_decode":
+        decode = [p for p in ctx.processes.get("decode", []) if p.is_leader]
+        if decode:
+            return decode[-1].node
+    return ctx.nodes.benchmark
+
+
+def _check_unique_names(units: Sequence[Unit]) -> None:
+    seen: set[str] = set()
+    for unit in units:
+        if unit.name in seen:
+            raise PlanError(f"two units are named {unit.name!r}; rename one of the services")
+        seen.add(unit.name)
+
+
+def _check_ports(ctx: PlanContext, units: Sequence[Unit]) -> None:
+    owners: dict[tuple[str, int], str] = {}
+    problems = []
+    for unit in units:
+        for port in dict.fromkeys(unit.ports.values()):
+            key = ("" if ctx.local else unit.node, port)
+            other = owners.get(key)
+            if other is not None and other != unit.name:
+                where = "this machine (local mode: every node is this one)" if ctx.local else unit.node
+                problems.append(f"port {port} on {where}: both {other} and {unit.name} listen on it")
+            owners.setdefault(key, unit.name)
+    if problems:
+        raise PlanError(problems)
+
+
+def _teardown(cluster: Cluster, units: Sequence[Unit], local: bool) -> TeardownBudget:
+    tiers: dict[str, float] = {}
+    for unit in units:
+        key = str(unit.tier)
+        tiers[key] = max(tiers.get(key, 0.0), unit.terminate_timeout)
+    tiers = dict(sorted(tiers.items()))
+    total = sum(tiers.values())
+    early = cluster.early_warning_seconds
+    if early is None:
+        early = math.ceil(total) + EARLY_WARNING_MARGIN
+    return TeardownBudget(
+        tiers=tiers,
+        total_seconds=total,
+        kill_wait_seconds=float(cluster.kill_wait_seconds),
+        early_warning_seconds=0 if local else early,
+        fits=local or total <= early,
+    )
+
+
+def _sbatch(recipe: Recipe, cluster: Cluster, nodemap: NodeMap, gpn: int, teardown: TeardownBudget) -> Sbatch:
+    slurm = recipe.slurm
+    count = len(nodemap.allocation) - len(nodemap.unused)
+    return Sbatch(
+        job_name=recipe.name,
+        nodes=count,
+        ntasks=count,
+        ntasks_per_node=1,
+        gpus_per_node=gpn if cluster.use_gpus_per_node_directive and recipe.roles else None,
+        account=slurm.account or cluster.default_account,
+        partition=slurm.partition or cluster.default_partition,
+        time_limit=slurm.time_limit or cluster.default_time_limit or DEFAULT_TIME_LIMIT,
+        signal=f"B:USR1@{teardown.early_warning_seconds}",
+        directives={**cluster.default_sbatch_directives, **recipe.sbatch_directives},
+    )
+
+
+__all__ = ["Endpoint", "EngineConfig", "build_plan", "check_recipe"]

@@ -1,0 +1,24 @@
+"""Services: everything that is not a worker or the frontend.  One registry row per kind."""
+
+from srtd.services import _builtin
+from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
+from srtd.services._resolve import EffectiveService, ImpliesServices, effective_services, service_problems
+from srtd.services._units import instances, placed_nodes, readiness_of, service_ports, service_units
+
+__all__ = [
+    "EffectiveService",
+    "ImpliesServices",
+    "Instance",
+    "ServiceKind",
+    "_builtin",
+    "effective_services",
+    "get_kind",
+    "instances",
+    "kind_names",
+    "placed_nodes",
+    "readiness_of",
+    "register_service",
+    "service_ports",
+    "service_problems",
+    "service_units",
+]

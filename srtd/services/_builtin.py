@@ -1,0 +1,369 @@
+"""The built-in service kinds."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from srtd.context import PlanContext, render
+from srtd.recipe import ServiceConfig
+from srtd.services._kind import Instance, ServiceKind, register_service
+from srtd.unit import HttpProbe, LogProbe, Readiness
+
+INFRA_PLACEMENTS = frozenset({"head", "infra", "dedicated"})
+
+
+@register_service("generic")
+class Generic(ServiceKind):
+    description = "launches exactly the command the recipe writes"
+    needs_command = True
+
+
+class _DataDirKind(ServiceKind):
+    """A server that keeps state on disk: a fresh directory each job, under the log dir locally."""
+
+    def data_dir(self, ctx: PlanContext, svc: ServiceConfig) -> str:
+        if ctx.containerized:
+            return f"/tmp/{self.name}"
+        return posixpath.join(ctx.log_dir, "services", svc.name, "data")
+
+    def preamble(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> str | None:
+        # Stale Raft / JetStream state from an earlier job on the node breaks startup.
+        return f"rm -rf {shlex.quote(self.data_dir(ctx, svc))}"
+
+
+@register_service("etcd")
+class Etcd(_DataDirKind):
+    description = "the Dynamo discovery store"
+    default_start = "infra"
+    default_critical = True
+    default_placement = "infra"
+    placements = INFRA_PLACEMENTS
+    supports_dedicated = True
+    supports_external = True
+    inherits_discovery = False
+    fixed_ports = {"client": 2379, "peer": 2380}
+    readiness_ports = ("client",)
+    readiness_timeout = 300
+    discovery_var = "ETCD_ENDPOINTS"
+    discovery_format = "http://{address}:{port}"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        ip = ctx.address(inst.node)
+        ports = self.ports(svc)
+        listen = "127.0.0.1" if ctx.local else "0.0.0.0"
+        return [
+            self.binary(ctx, "/configs/etcd" if ctx.containerized else "etcd"),
+            "--name",
+            f"srtd-{svc.name}",
+            "--data-dir",
+            self.data_dir(ctx, svc),
+            "--listen-client-urls",
+            f"http://{listen}:{ports['client']}",
+            "--advertise-client-urls",
+            f"http://{ip}:{ports['client']}",
+            "--listen-peer-urls",
+            f"http://{ip}:{ports['peer']}",
+            "--initial-advertise-peer-urls",
+            f"http://{ip}:{ports['peer']}",
+            "--initial-cluster",
+            f"srtd-{svc.name}=http://{ip}:{ports['peer']}",
+        ]
+
+
+@register_service("nats")
+class Nats(_DataDirKind):
+    description = "the Dynamo message bus"
+    default_start = "infra"
+    default_critical = True
+    default_placement = "infra"
+    placements = INFRA_PLACEMENTS
+    supports_dedicated = True
+    supports_external = True
+    inherits_discovery = False
+    option_keys = frozenset({"max_payload_mb"})
+    fixed_ports = {"client": 4222}
+    readiness_ports = ("client",)
+    readiness_timeout = 300
+    discovery_var = "NATS_SERVER"
+    discovery_format = "nats://{address}:{port}"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        argv = [self.binary(ctx, "/configs/nats-server" if ctx.containerized else "nats-server")]
+        argv += ["-js", "-sd", self.data_dir(ctx, svc), "-p", str(self.ports(svc)["client"])]
+        if ctx.local:
+            argv += ["-a", "127.0.0.1"]
+        if svc.options.get("max_payload_mb") is not None:
+            argv += ["-c", self.config_file(ctx, svc)]
+        return argv
+
+    def config_file(self, ctx: PlanContext, svc: ServiceConfig) -> str:
+        return posixpath.join(posixpath.dirname(self.data_dir(ctx, svc)), f"{svc.name}.conf")
+
+    def preamble(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> str | None:
+        wipe = super().preamble(ctx, svc, inst)
+        payload = svc.options.get("max_payload_mb")
+        if payload is None:
+            return wipe
+        # max_payload is a server-config setting, not a flag: write the file first.
+        conf = shlex.quote(self.config_file(ctx, svc))
+        return f"{wipe}\nmkdir -p \"$(dirname {conf})\"\nprintf 'max_payload: %sMB\\n' {int(payload)} > {conf}"
+
+    def validate(self, svc: ServiceConfig) -> list[tuple[str, str]]:
+        payload = svc.options.get("max_payload_mb")
+        if payload is not None and (not isinstance(payload, int) or isinstance(payload, bool) or payload < 1):
+            return [("options.max_payload_mb", f"must be a positive integer, got {payload!r}")]
+        return []
+
+
+@register_service("mooncake-master")
+class MooncakeMaster(ServiceKind):
+    description = "the Mooncake KV store master"
+    default_start = "before_workers"
+    default_critical = True
+    default_placement = "infra"
+    placements = INFRA_PLACEMENTS
+    supports_dedicated = True
+    supports_external = True
+    option_keys = frozenset({"store_config", "device_names_by_gpu"})
+    fixed_ports = {"rpc": 8700, "metadata": 8701, "metrics": 8702}
+    readiness_ports = ("rpc",)
+    discovery_var = "MOONCAKE_MASTER"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        p = self.ports(svc)
+        return [
+            "mooncake_master",
+            f"--port={p['rpc']}",
+            "--enable_http_metadata_server=true",
+            f"--http_metadata_server_port={p['metadata']}",
+            "--eviction_high_watermark_ratio=0.9",
+            "--default_kv_lease_ttl=10000",
+            "--rpc_thread_num=16",
+            "--enable_metric_reporting=true",
+            f"--metrics_port={p['metrics']}",
+        ]
+
+
+@register_service("mooncake-store")
+class MooncakeStore(ServiceKind):
+    description = "a standalone Mooncake store that owns a node's DRAM segment"
+    default_start = "before_workers"
+    default_critical = True
+    default_placement = "workers"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        return list(svc.command or ("python", "-m", "mooncake.mooncake_store_service"))
+
+    def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        return {"MOONCAKE_LOCAL_HOSTNAME": ctx.address(inst.node)}
+
+    def forced_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        master = ctx.discovery.get("MOONCAKE_MASTER", "")
+        host = master.rsplit(":", 1)[0] if master else ""
+        metadata = ctx.discovery.get("MOONCAKE_METADATA", f"http://{host}:8701/metadata")
+        return {"MOONCAKE_MASTER": master, "MOONCAKE_TE_META_DATA_SERVER": metadata}
+
+
+@register_service("lmcache-server")
+class LMCacheServer(ServiceKind):
+    description = "the LMCache multiprocess server next to vLLM workers"
+    default_start = "before_workers"
+    default_critical = True
+    default_placement = "workers"
+    fixed_ports = {"rpc": 8750, "http": 8751}
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        p = self.ports(svc)
+        return ["lmcache", "server", "--host", "0.0.0.0", "--port", str(p["rpc"]), "--http-port", str(p["http"])]
+
+    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
+        return Readiness(probe=HttpProbe(node=inst.node, port=self.ports(svc)["http"], path="/healthcheck"))
+
+
+class _Exporter(ServiceKind):
+    default_placement = "compute"
+    option_keys = frozenset({"port"})
+    shell = False  # distroless images: no bash to export variables with
+    inherits_discovery = False
+
+
+@register_service("dcgm-exporter")
+class DcgmExporter(_Exporter):
+    description = "GPU metrics for the metrics scraper"
+    container_fallback = "nvcr.io#nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
+    option_keys = frozenset({"port", "collect_interval_ms"})
+    fixed_ports = {"metrics": 9401}
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        interval = svc.options.get("collect_interval_ms", ctx.recipe.observability.tachometer.collect_interval_ms)
+        return ["dcgm-exporter", f"--collect-interval={interval}", "--address", f":{self.ports(svc)['metrics']}"]
+
+
+@register_service("node-exporter")
+class NodeExporter(_Exporter):
+    description = "host metrics for the metrics scraper"
+    container_fallback = "quay.io#prometheus/node-exporter:v1.8.2"
+    fixed_ports = {"metrics": 9101}
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        collectors = ("cpu", "infiniband", "meminfo", "processes", "stat", "vmstat", "pressure", "meminfo_numa")
+        return [
+            "/bin/node_exporter",
+            f"--web.listen-address=:{self.ports(svc)['metrics']}",
+            "--collector.disable-defaults",
+            *(f"--collector.{c}" for c in collectors),
+        ]
+
+
+@register_service("process-exporter")
+class ProcessExporter(_Exporter):
+    description = "per-process metrics, host-native"
+    default_placement = "all"
+    host_native = True
+    shell = True
+    option_keys = frozenset({"port", "binary"})
+    fixed_ports = {"metrics": 9256}
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        binary = svc.options.get("binary") or ctx.cluster.binaries.get(self.name) or "/bin/process-exporter"
+        config = posixpath.join(ctx.logs_path if svc.container else ctx.log_dir, "process-exporter.yml")
+        return [
+            str(binary),
+            "-config.path",
+            config,
+            f"-web.listen-address=:{self.ports(svc)['metrics']}",
+            "-threads=true",
+            "-children=false",
+            "-recheck=false",
+        ]
+
+    def skip_reason(self, ctx: PlanContext, svc: ServiceConfig) -> str | None:
+        if svc.container or svc.command or svc.options.get("binary") or ctx.cluster.binaries.get(self.name):
+            return None
+        return "no binary: set `binaries.process-exporter` in the cluster settings or `options.binary`"
+
+
+@register_service("ray")
+class Ray(ServiceKind):
+    description = "a Ray cluster across the service's nodes"
+    default_start = "before_workers"
+    default_critical = True
+    default_placement = "workers"
+    placements = frozenset({"workers", "head", "all"})
+    option_keys = frozenset({"port", "dashboard_port", "num_gpus"})
+    fixed_ports = {"gcs": 6379, "dashboard": 8265}
+
+    def ports(self, svc: ServiceConfig) -> dict[str, int]:
+        return {
+            "gcs": int(svc.options.get("port", 6379)),
+            "dashboard": int(svc.options.get("dashboard_port", 8265)),
+        }
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        p = self.ports(svc)
+        gpus = str(svc.options.get("num_gpus", ctx.gpus_per_node))
+        if inst.index == 0:
+            ip = ctx.address(inst.node)
+            return [
+                "ray",
+                "start",
+                "--head",
+                f"--node-ip-address={ip}",
+                f"--port={p['gcs']}",
+                "--dashboard-host=0.0.0.0",
+                f"--dashboard-port={p['dashboard']}",
+                f"--num-gpus={gpus}",
+                "--block",
+            ]
+        return ["ray", "start", "--address={pool_ip}:" + str(p["gcs"]), f"--num-gpus={gpus}", "--block"]
+
+    def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        gpus = int(svc.options.get("num_gpus", ctx.gpus_per_node))
+        return {
+            ctx.cluster.visible_devices_env: ",".join(str(g) for g in range(gpus)),
+            "RAY_memory_monitor_refresh_ms": "0",
+        }
+
+    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
+        if inst.index == 0:
+            return Readiness(probe=HttpProbe(node=inst.node, port=self.ports(svc)["dashboard"], path="/api/version"))
+        return Readiness(probe=LogProbe(pattern="Ray runtime started"))
+
+
+@register_service("gms")
+class GpuMemoryService(ServiceKind):
+    description = "the GPU memory service of shadow engine recovery, one per vLLM worker"
+    default_start = "before_workers"
+    default_critical = True
+    default_placement = "workers"
+    default_per = "worker"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        gpus = inst.worker.gpus if inst.worker else ()
+        # One server per GPU of the worker, supervised by bash: the unit lives and
+        # dies with all of them.  Every value is an integer we generated.
+        starts = " ".join(f"python3 -m gpu_memory_service --device {int(g)} & " for g in range(len(gpus)))
+        script = f'{starts}echo "GMS ready: {len(gpus)} device(s)"; wait -n; exit $?'
+        return ["bash", "-c", script]
+
+    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
+        return Readiness(probe=LogProbe(pattern="GMS ready:"), timeout_seconds=120)
+
+
+def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...]) -> dict[str, object]:
+    """The names a service's command, args, env and preamble may use."""
+    nodes = ctx.nodes
+    values: dict[str, object] = {
+        "node": inst.node,
+        "node_ip": ctx.address(inst.node),
+        "node_id": inst.node_id,
+        "index": inst.index,
+        "head_node": nodes.head,
+        "head_ip": ctx.address(nodes.head),
+        "infra_node": nodes.infra,
+        "infra_ip": ctx.address(nodes.infra),
+        "master_port": 8700,
+        "metadata_port": 8701,
+        "gpus_per_node": ctx.gpus_per_node,
+        "pool_node": pool[0] if pool else inst.node,
+        "pool_ip": ctx.address(pool[0] if pool else inst.node),
+        "pool_nodes": ",".join(pool or (inst.node,)),
+        "pool_ips": ",".join(ctx.address(n) for n in pool or (inst.node,)),
+        "pool_node_count": len(pool) or 1,
+    }
+    worker = inst.worker
+    if worker is not None:
+        values.update(
+            {
+                "worker_role": worker.endpoint.role,
+                "worker_index": worker.endpoint.index,
+                "worker_node_rank": worker.node_rank,
+                "worker_gpus": worker.visible_devices,
+                "worker_gpu_count": len(worker.gpus),
+            }
+        )
+        if "http" in worker.ports:
+            values["worker_http_port"] = worker.ports["http"]
+    return values
+
+
+__all__ = ["placeholder_values", "render"]

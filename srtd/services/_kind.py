@@ -1,0 +1,134 @@
+"""A service kind: the defaults and behaviour one `type:` of service brings.
+
+Kinds are rows of a registry (`@register_service("etcd")`); the name is compared
+here and nowhere else.  The launch path is shared by every kind: a kind only
+answers questions (its command, its ports, its readiness, its environment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from srtd.context import PlanContext
+from srtd.recipe import ServiceConfig
+from srtd.topology import Process
+from srtd.unit import Readiness
+
+PHASE_TIER = {"after_frontend": 0, "before_workers": 1, "infra": 2}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One launch of a service: a node, and for per-worker services the worker it attaches to."""
+
+    unit_name: str
+    node: str
+    index: int
+    node_id: int
+    worker: Process | None = None
+
+
+class ServiceKind:
+    """Defaults and behaviour of one service type.  Subclasses override what differs."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_start: ClassVar[str] = "after_frontend"
+    default_critical: ClassVar[bool] = False
+    default_placement: ClassVar[str] = "head"
+    default_per: ClassVar[str] = "node"
+    placements: ClassVar[frozenset[str] | None] = None  # allowed placement.node values; None: any
+    supports_dedicated: ClassVar[bool] = False
+    supports_external: ClassVar[bool] = False
+    option_keys: ClassVar[frozenset[str]] = frozenset()
+    needs_command: ClassVar[bool] = False
+    shell: ClassVar[bool] = True  # False: shell-less image, env travels through srun --export
+    inherits_discovery: ClassVar[bool] = True
+    host_native: ClassVar[bool] = False  # runs on the bare host unless a container is declared
+    container_fallback: ClassVar[str | None] = None
+    terminate_timeout: ClassVar[float] = 30.0
+    tier: ClassVar[int | None] = None
+    fixed_ports: ClassVar[dict[str, int]] = {}  # listener name -> port ("port" option overrides "main")
+    readiness_ports: ClassVar[tuple[str, ...]] = ()  # default readiness: TCP on these
+    readiness_timeout: ClassVar[int] = 120
+    discovery_var: ClassVar[str | None] = None  # the variable that points others at this service
+    discovery_format: ClassVar[str] = "{address}:{port}"
+
+    # ------------------------------------------------------------------ answers
+
+    def ports(self, svc: ServiceConfig) -> dict[str, int]:
+        """Every port one instance listens on, with `options` applied."""
+        ports = dict(self.fixed_ports)
+        port = svc.options.get("port")
+        if isinstance(port, int) and ports:
+            ports[next(iter(ports))] = port
+        return ports
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        """The argv before the recipe's `args`; a kind with a default command overrides this."""
+        return list(svc.command or ())
+
+    def preamble(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> str | None:
+        return None
+
+    def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        return {}
+
+    def forced_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        return {}
+
+    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
+        """The default probe when the recipe writes none."""
+        from srtd.unit import TcpProbe
+
+        ports = self.ports(svc)
+        names = [n for n in self.readiness_ports if n in ports]
+        if not names:
+            return None
+        return Readiness(
+            probe=TcpProbe(node=inst.node, port=ports[names[0]]),
+            timeout_seconds=self.readiness_timeout,
+            interval_seconds=2,
+        )
+
+    def discovery_value(self, address: str, svc: ServiceConfig) -> str | None:
+        if self.discovery_var is None:
+            return None
+        ports = self.ports(svc)
+        port = next(iter(ports.values()), 0)
+        return self.discovery_format.format(address=address, port=port)
+
+    def skip_reason(self, ctx: PlanContext, svc: ServiceConfig) -> str | None:
+        """Why this service cannot run here and is left out (with a warning), or None."""
+        return None
+
+    def validate(self, svc: ServiceConfig) -> list[tuple[str, str]]:
+        """Kind-specific rules: (path relative to the service, message)."""
+        return []
+
+    def binary(self, ctx: PlanContext, fallback: str) -> str:
+        """The kind's executable: the cluster's `binaries.<kind>`, else the fallback."""
+        return ctx.cluster.binaries.get(self.name, fallback)
+
+
+_REGISTRY: dict[str, ServiceKind] = {}
+K = TypeVar("K", bound=type[ServiceKind])
+
+
+def register_service(name: str) -> Callable[[K], K]:
+    def decorate(cls: K) -> K:
+        cls.name = name
+        _REGISTRY[name] = cls()
+        return cls
+
+    return decorate
+
+
+def get_kind(name: str) -> ServiceKind | None:
+    return _REGISTRY.get(name)
+
+
+def kind_names() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,160 @@
+"""Which services a job runs: the implied ones, then the declared ones, and their rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from srtd.recipe import Recipe, ServiceConfig
+from srtd.services._kind import PHASE_TIER, ServiceKind, get_kind, kind_names
+
+
+class ImpliesServices(Protocol):
+    """A registry row (frontend, engine) that brings services of its own."""
+
+    def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
+        """(service entry as recipe data, reason) for each service it implies."""
+        ...
+
+
+@dataclass(frozen=True)
+class EffectiveService:
+    """A service the job runs, with its kind's defaults applied."""
+
+    config: ServiceConfig
+    kind: ServiceKind
+    implied_by: str | None = None
+    position: int | None = None  # index in `services:` when declared
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def path(self) -> str:
+        return f"services.{self.position}" if self.position is not None else f"services[{self.name}]"
+
+    @property
+    def start(self) -> str:
+        return self.config.start or self.kind.default_start
+
+    @property
+    def critical(self) -> bool:
+        return self.kind.default_critical if self.config.critical is None else self.config.critical
+
+    @property
+    def placement(self) -> str:
+        if self.config.nodes is not None:
+            return "workers"
+        return self.config.placement_node or self.kind.default_placement
+
+    @property
+    def per(self) -> str:
+        placement = self.config.placement
+        if placement is not None and "per" in placement.model_fields_set:
+            return placement.per
+        return self.kind.default_per
+
+    @property
+    def pool(self) -> str | None:
+        """The pool this service runs on: its own when it owns nodes, or the one it rides."""
+        if self.config.nodes is not None:
+            return self.name
+        return self.config.placement.pool if self.config.placement else None
+
+    @property
+    def tier(self) -> int:
+        return self.kind.tier if self.kind.tier is not None else PHASE_TIER[self.start]
+
+    @property
+    def external(self) -> str | None:
+        return self.config.external
+
+
+def _implied(recipe: Recipe, rows: Iterable[ImpliesServices], local: bool) -> list[tuple[ServiceConfig, str]]:
+    out: list[tuple[ServiceConfig, str]] = []
+    for row in rows:
+        for data, reason in row.implied_services(recipe):
+            out.append((ServiceConfig.model_validate(data), reason))
+    tachometer = recipe.observability.tachometer
+    if tachometer.on and tachometer.default_exporters and not local:
+        exporters = [("node-exporter", "node-exporter"), ("process-exporter", "process-exporter")]
+        if not recipe.telemetry.enabled:  # power telemetry brings its own DCGM exporter
+            exporters.insert(0, ("dcgm-exporter", "dcgm-exporter"))
+        for name, kind in exporters:
+            out.append((ServiceConfig(name=name, type=kind), "the metrics scraper (observability.tachometer)"))
+    return out
+
+
+def effective_services(
+    recipe: Recipe, rows: Iterable[ImpliesServices], *, local: bool = False
+) -> list[EffectiveService]:
+    """Implied services first (a declared entry of the same name takes its place, `enabled: false`
+    drops it), then the remaining declared ones in declaration order.  Unknown kinds are skipped
+    here; `service_problems` reports them."""
+    declared = {s.name: (i, s) for i, s in enumerate(recipe.services)}
+    out: list[EffectiveService] = []
+    taken: set[str] = set()
+    for config, reason in _implied(recipe, rows, local):
+        if config.name in taken:
+            continue
+        taken.add(config.name)
+        if config.name in declared:
+            position, own = declared[config.name]
+            kind = get_kind(own.type)
+            if own.enabled and kind is not None:
+                out.append(EffectiveService(own, kind, None, position))
+            continue
+        kind = get_kind(config.type)
+        if kind is not None:
+            out.append(EffectiveService(config, kind, reason))
+    for position, config in enumerate(recipe.services):
+        if config.name in taken or not config.enabled:
+            continue
+        taken.add(config.name)
+        kind = get_kind(config.type)
+        if kind is not None:
+            out.append(EffectiveService(config, kind, None, position))
+    return out
+
+
+def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """The rules of the services doc that need to know the kinds: (path, message)."""
+    problems: list[tuple[str, str]] = []
+    masters = []
+    dedicated: dict[str, bool] = {}
+    for i, svc in enumerate(recipe.services):
+        path = f"services.{i}"
+        kind = get_kind(svc.type)
+        if kind is None:
+            problems.append((f"{path}.type", f"unknown service type {svc.type!r}; known: {', '.join(kind_names())}"))
+            continue
+        if kind.needs_command and svc.command is None and svc.external is None:
+            problems.append((f"{path}.command", f"a {kind.name} service needs a `command`"))
+        node = svc.placement_node
+        if node == "dedicated" and not kind.supports_dedicated:
+            problems.append((f"{path}.placement.node", f"{kind.name} cannot take a dedicated node"))
+        elif node is not None and kind.placements is not None and node not in kind.placements:
+            allowed = ", ".join(sorted(kind.placements))
+            problems.append((f"{path}.placement.node", f"{kind.name} runs on {allowed}, not {node!r}"))
+        if svc.external is not None and not kind.supports_external:
+            problems.append((f"{path}.external", f"{kind.name} cannot be external; only etcd, nats, mooncake-master"))
+        for key in svc.options:
+            if key not in kind.option_keys:
+                known = ", ".join(sorted(kind.option_keys)) or "none"
+                problems.append((f"{path}.options.{key}", f"unknown option for {kind.name} (known: {known})"))
+        problems.extend((f"{path}.{rel}", msg) for rel, msg in kind.validate(svc))
+        if svc.enabled and kind.name == "mooncake-master":
+            masters.append(i)
+        if svc.enabled and kind.supports_dedicated and kind.name != "mooncake-master":
+            dedicated[svc.name] = node == "dedicated"
+    if len(masters) > 1:
+        problems.append((f"services.{masters[1]}", "only one mooncake-master per job"))
+    stores = [i for i, s in enumerate(recipe.services) if s.type == "mooncake-store" and s.enabled]
+    if stores and not masters:
+        problems.append((f"services.{stores[0]}.type", "mooncake-store needs a mooncake-master entry"))
+    if len(set(dedicated.values())) > 1:
+        names = ", ".join(f"{n}={'dedicated' if d else 'not dedicated'}" for n, d in dedicated.items())
+        problems.append(("services", f"etcd and nats share the infra node: both dedicated or neither ({names})"))
+    return problems

@@ -1,0 +1,156 @@
+"""Carving the allocation: which node does what.
+
+The order is srt-slurm's, so a recipe lands on the same nodes under both tools:
+reserved (dedicated) nodes first, then the engine roles' nodes in role order
+(prefill, decode, agg), then each pool in `services:` order.  With
+`benchmark.colocate_with_frontend` (the default) every dedicated role shares one
+reserved node: the last node when the benchmark client is among them (the first
+node runs the batch script unsandboxed, so a client is kept off it), otherwise
+the first.  Without colocation, infra and frontend take nodes from the front and
+the client takes the last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from srtd.errors import PlanError
+
+ROLE_ORDER = ("prefill", "decode", "agg")
+
+
+@dataclass(frozen=True)
+class NodeNeeds:
+    """How many nodes of each kind a recipe asks for."""
+
+    roles: dict[str, int]  # engine role -> nodes it owns (0 for colocated decode)
+    pools: tuple[tuple[str, int], ...] = ()  # (owner service, nodes), in services order
+    dedicated: frozenset[str] = frozenset()  # subset of {"infra", "frontend", "client"}
+    colocate_dedicated: bool = True
+    colocated_decode: bool = False
+
+    @property
+    def reserved(self) -> int:
+        if not self.dedicated:
+            return 0
+        return 1 if self.colocate_dedicated else len(self.dedicated)
+
+    @property
+    def engine(self) -> int:
+        return sum(self.roles.values())
+
+    @property
+    def total(self) -> int:
+        return self.reserved + self.engine + sum(n for _, n in self.pools)
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    """Every node's job.  `roles` maps engine roles to their nodes (colocated decode: prefill's)."""
+
+    allocation: tuple[str, ...]
+    head: str
+    infra: str
+    benchmark: str
+    reserved: tuple[str, ...] = ()
+    roles: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unused: tuple[str, ...] = ()
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """Engine worker nodes, in allocation order, each once."""
+        return _dedup(n for role in ROLE_ORDER for n in self.roles.get(role, ()))
+
+    @property
+    def compute(self) -> tuple[str, ...]:
+        """Worker nodes, then every pool's."""
+        return _dedup([*self.workers, *(n for nodes in self.pools.values() for n in nodes)])
+
+    @property
+    def everything(self) -> tuple[str, ...]:
+        """Every node doing work: head, infra, benchmark client, reserved, workers, pools."""
+        return _dedup([self.head, self.infra, self.benchmark, *self.reserved, *self.compute])
+
+    def as_dict(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {"head": (self.head,), "infra": (self.infra,)}
+        out["benchmark"] = (self.benchmark,)
+        if self.reserved:
+            out["reserved"] = self.reserved
+        for role in ROLE_ORDER:
+            if role in self.roles:
+                out[role] = self.roles[role]
+        for name, nodes in self.pools.items():
+            out[f"pool:{name}"] = nodes
+        if self.unused:
+            out["unused"] = self.unused
+        return out
+
+
+def _dedup(nodes: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(nodes))
+
+
+def synthesize(count: int) -> tuple[str, ...]:
+    """Node names for a plan made without an allocation: node1..nodeN."""
+    return tuple(f"node{i}" for i in range(1, count + 1))
+
+
+def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
+    nodes = list(allocation) if allocation is not None else list(synthesize(needs.total))
+    if len(set(nodes)) != len(nodes):
+        raise PlanError("the node list names a node twice")
+    if len(nodes) < needs.total:
+        raise PlanError(f"the recipe needs {needs.total} nodes ({_breakdown(needs)}), allocation has {len(nodes)}")
+    if not nodes:
+        raise PlanError("the recipe needs no node at all: give it worker roles or services that own nodes")
+    all_nodes = tuple(nodes)
+    reserved: dict[str, str] = {}
+    if needs.dedicated and needs.colocate_dedicated:
+        node = nodes.pop() if "client" in needs.dedicated else nodes.pop(0)
+        reserved = dict.fromkeys(needs.dedicated, node)
+    else:
+        for role in ("infra", "frontend"):
+            if role in needs.dedicated:
+                reserved[role] = nodes.pop(0)
+        if "client" in needs.dedicated:
+            reserved["client"] = nodes.pop()
+    roles: dict[str, tuple[str, ...]] = {}
+    cursor = 0
+    for role in ROLE_ORDER:
+        if role not in needs.roles:
+            continue
+        count = needs.roles[role]
+        roles[role] = tuple(nodes[cursor : cursor + count])
+        cursor += count
+    if needs.colocated_decode and "decode" in roles:
+        roles["decode"] = roles.get("prefill", ())
+    pools: dict[str, tuple[str, ...]] = {}
+    for name, count in needs.pools:
+        pools[name] = tuple(nodes[cursor : cursor + count])
+        cursor += count
+    unused = tuple(nodes[cursor:])
+    first_worker = next((n for role in ROLE_ORDER for n in roles.get(role, ())), None)
+    first_pool = next((n for p in pools.values() for n in p), None)
+    head = reserved.get("frontend") or first_worker or first_pool or (reserved and next(iter(reserved.values()))) or ""
+    if not head:
+        head = all_nodes[0]
+    return NodeMap(
+        allocation=all_nodes,
+        head=head,
+        infra=reserved.get("infra", head),
+        benchmark=reserved.get("client", head),
+        reserved=_dedup(reserved.values()),
+        roles=roles,
+        pools=pools,
+        unused=unused,
+    )
+
+
+def _breakdown(needs: NodeNeeds) -> str:
+    parts = [f"{role} {n}" for role, n in needs.roles.items() if n]
+    parts += [f"pool {name} {n}" for name, n in needs.pools]
+    if needs.reserved:
+        parts.append(f"dedicated {needs.reserved}")
+    return ", ".join(parts) or "none"
