@@ -50,7 +50,7 @@ class Event(BaseModel):
 
     seq: int
     ts: float
-    unit: str | None
+    unit: str | None = None  # None: a job-level event (omitted from the JSON line)
     state: str  # a UnitState for units, a JobState for the job
     prev: str | None = None
     exit_code: int | None = None
