@@ -148,6 +148,7 @@ def main() -> None:
         if kind == "say":
             sys.stdout.write(value + "\n")
             sys.stdout.flush()
+            record("say", text=value)
         elif kind == "partial":
             sys.stdout.write(value)
             sys.stdout.flush()

@@ -1,0 +1,53 @@
+"""The supervisor: executes a `Plan`, event-driven, in one anyio process.
+
+Public surface:
+
+- `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console) -> JobResult`
+- `run(plan, launcher, *, log_dir, clock, http_transport, console) -> int` (sync, signals)
+- `Stop`: a stop request (what signal handlers set)
+- `JobResult`: how the job ended
+- test seams: `Clock`, `SystemClock`, `ScaledClock`; `Console`, `TerminalConsole`,
+  `NullConsole`; `Journal` (subscribe to live events), `read_journal`; `Tailer`,
+  `LogLine`, `read_tail`
+
+See docs/supervisor.md and docs/events.md.
+"""
+
+from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
+from srtd.supervisor._console import Console, NullConsole, ProgressRow, SummaryRow, TerminalConsole
+from srtd.supervisor._job import JOURNAL_NAME, POSTMORTEM_NAME, Job, JobResult, check_plan, supervise
+from srtd.supervisor._journal import Journal, read_journal
+from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
+from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
+from srtd.supervisor._tail import LogLine, Tailer, read_tail
+from srtd.supervisor._teardown import Stop
+
+__all__ = [
+    "JOURNAL_NAME",
+    "POSTMORTEM_NAME",
+    "STOP_SIGNALS",
+    "Clock",
+    "Console",
+    "Job",
+    "JobResult",
+    "Journal",
+    "LogLine",
+    "NullConsole",
+    "ProbeResult",
+    "ProgressRow",
+    "ScaledClock",
+    "Stop",
+    "SummaryRow",
+    "SystemClock",
+    "Tailer",
+    "TerminalConsole",
+    "check",
+    "check_plan",
+    "count",
+    "evaluate_workers",
+    "read_journal",
+    "read_tail",
+    "relay_signals",
+    "run",
+    "supervise",
+]

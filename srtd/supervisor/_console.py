@@ -1,0 +1,211 @@
+"""What a person watching `srtd run` sees.
+
+- One line per state change, rendered by structlog (`12:00:03 [info] decode_0 ready ...`).
+- While the job starts: which units wait on what.  On a terminal, a rich Live table
+  refreshed in place (refreshed by the job's task, no refresh thread); elsewhere a plain
+  line every `plain_interval` seconds.
+- At the end: a summary table (unit, node, state, restarts, exit, ready after) and, when
+  the job failed, the culprit with its exit or matched line and its last log lines.
+
+`NullConsole` prints nothing (tests, embedding).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
+
+import structlog
+from rich.console import Console as RichConsole
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from srtd.events import Event
+from srtd.launch import ExitStatus
+
+
+@dataclass(frozen=True)
+class ProgressRow:
+    unit: str
+    state: str
+    waiting_on: str  # "after etcd (ready)", "probe tcp 127.0.0.1:2379: refused", ""
+    seconds: float | None = None  # in this state for
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    unit: str
+    node: str
+    state: str
+    restarts: int
+    exit: str
+    ready_after: float | None
+
+
+class Console(Protocol):
+    progress_interval: float | None  # how often the job calls `progress` while starting
+
+    def event(self, event: Event) -> None: ...
+
+    def progress(self, rows: Sequence[ProgressRow]) -> None: ...
+
+    def failure(self, text: str) -> None: ...
+
+    def summary(self, rows: Sequence[SummaryRow], headline: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullConsole:
+    progress_interval: float | None = None
+
+    def event(self, event: Event) -> None:
+        pass
+
+    def progress(self, rows: Sequence[ProgressRow]) -> None:
+        pass
+
+    def failure(self, text: str) -> None:
+        pass
+
+    def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def event_message(event: Event) -> tuple[str, dict[str, Any]]:
+    """The readable message and key/values of one event."""
+    fields: dict[str, Any] = {}
+    subject = event.unit if event.unit is not None else "job"
+    message = f"{subject} {event.state}"
+    if event.state in ("exited", "stopped", "failed") and (event.exit_code is not None or event.signal is not None):
+        fields["exit"] = ExitStatus(event.exit_code, event.signal).describe()
+    if event.attempt:
+        fields["attempt"] = event.attempt
+    if event.pid is not None and event.state == "starting":
+        fields["pid"] = event.pid
+    detail = event.detail or {}
+    if event.state == "ready" and "seconds" in detail:
+        message += f" after {detail['seconds']:.2f} s"
+    if event.state == "waiting" and detail.get("after"):
+        fields["after"] = ", ".join(detail["after"])
+    if event.unit is None and event.exit_code is not None:
+        fields["exit_code"] = event.exit_code
+    if event.reason:
+        fields["reason"] = event.reason
+    return message, fields
+
+
+class _Sink:
+    """The structlog "logger": receives the rendered line."""
+
+    def __init__(self, console: TerminalConsole) -> None:
+        self._console = console
+
+    def msg(self, message: str) -> None:
+        self._console._line(message)
+
+    info = warning = error = debug = critical = msg
+
+
+class TerminalConsole:
+    """Lines on `stream` (stderr by default); a live progress view when it is a TTY."""
+
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        *,
+        tty: bool | None = None,
+        plain_interval: float = 10.0,
+        width: int = 120,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.progress_interval: float | None = 0.25 if self.tty else plain_interval
+        self._rich = RichConsole(
+            file=self.stream,
+            force_terminal=self.tty,
+            no_color=not self.tty,
+            width=None if self.tty else width,
+            highlight=False,
+        )
+        self._live: Live | None = None
+        self._log = structlog.wrap_logger(
+            _Sink(self),
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
+                structlog.dev.ConsoleRenderer(colors=self.tty, pad_event_to=28),
+            ],
+        )
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self._rich.print(Text.from_ansi(text))
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def event(self, event: Event) -> None:
+        message, fields = event_message(event)
+        level = "info"
+        if event.state == "failed":
+            level = "error"
+        elif event.state == "backoff" or (
+            event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None))
+        ):
+            level = "warning"
+        getattr(self._log, level)(message, **fields)
+
+    def progress(self, rows: Sequence[ProgressRow]) -> None:
+        if not self.tty:
+            waiting = [r for r in rows if r.waiting_on]
+            if waiting:
+                text = "; ".join(f"{r.unit} {r.state}: {r.waiting_on}" for r in waiting)
+                self._log.info("still starting", waiting=text)
+            return
+        table = Table(title="starting", show_edge=False, expand=False)
+        for column in ("unit", "state", "for", "waiting on"):
+            table.add_column(column)
+        for row in rows:
+            took = f"{row.seconds:.0f} s" if row.seconds is not None else ""
+            table.add_row(row.unit, row.state, took, row.waiting_on)
+        if self._live is None:
+            self._live = Live(table, console=self._rich, auto_refresh=False, transient=True)
+            self._live.start()
+        self._live.update(table, refresh=True)
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def failure(self, text: str) -> None:
+        self._stop_live()
+        self._rich.print(Text(text), soft_wrap=True)
+
+    def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
+        self._stop_live()
+        table = Table(title=headline, show_edge=False)
+        for column in ("unit", "node", "state", "restarts", "exit", "ready after"):
+            table.add_column(column)
+        for row in rows:
+            ready = f"{row.ready_after:.1f} s" if row.ready_after is not None else "-"
+            table.add_row(row.unit, row.node, row.state, str(row.restarts), row.exit, ready)
+        self._rich.print(table)
+
+    def close(self) -> None:
+        self._stop_live()
+
+
+def render_table_text(rows: Sequence[SummaryRow], headline: str) -> str:
+    """The summary table as plain text (for the post-mortem file)."""
+    buffer = io.StringIO()
+    TerminalConsole(buffer, tty=False).summary(rows, headline)
+    return buffer.getvalue()

@@ -1,0 +1,420 @@
+"""The job: every unit's task, the decision when to end, the teardown, the report.
+
+`supervise()` runs one `Plan` to its end and returns a `JobResult`.  The job ends
+- when every terminal unit has ended: the worst exit code wins (a terminal unit
+  killed by signal N counts as 128 + N);
+- on a critical failure: exit 1, the culprit, its exit or matched line and log tail;
+- on a stop request (a signal): exit 128 + signum, state `cancelled`;
+- without terminal units and without `plan.hold`: when every unit has ended (exit 0:
+  non-critical failures are recorded, not fatal);
+- with `plan.hold` (and no terminal units): only by a stop request or a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import httpx
+
+from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, LaunchError, PlanError
+from srtd.events import JOURNAL_FORMAT, Event, JobState, JobView, UnitState
+from srtd.launch import ExitStatus, Handle, Launcher
+from srtd.supervisor._clock import Clock, SystemClock, wait_any
+from srtd.supervisor._console import (
+    Console,
+    NullConsole,
+    ProgressRow,
+    SummaryRow,
+    TerminalConsole,
+)
+from srtd.supervisor._journal import Journal
+from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
+from srtd.supervisor._probes import describe
+from srtd.supervisor._tail import Tailer
+from srtd.supervisor._teardown import Stop, teardown
+from srtd.supervisor._unit import AttemptEnd, UnitRunner
+from srtd.unit import LogProbe, Plan
+
+JOURNAL_NAME = "events.jsonl"
+POSTMORTEM_NAME = "postmortem.txt"
+
+
+@dataclass
+class JobResult:
+    exit_code: int
+    state: JobState
+    reason: str | None
+    culprit: str | None  # the unit that failed the job, or the terminal unit with the worst code
+    view: JobView
+    events: list[Event]
+    log_dir: Path
+    journal: Path
+    postmortem: Path | None = None
+
+
+@dataclass(frozen=True)
+class _End:
+    state: JobState
+    exit_code: int
+    reason: str
+    culprit: str | None = None
+
+
+@dataclass
+class _Group:
+    name: str
+    members: list[UnitRunner] = field(default_factory=list)
+    # the attempts a group restart is stopping: relaunches wait until they are gone
+    stopping: list[tuple[UnitRunner, Handle]] = field(default_factory=list)
+    due: float = 0.0  # clock time at which the group relaunches
+
+
+def check_plan(plan: Plan) -> None:
+    """What the supervisor itself relies on: unique names, known edges, valid regexes."""
+    problems: list[str] = []
+    names = [u.name for u in plan.units]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            problems.append(f"unit {name!r} appears twice")
+        seen.add(name)
+    for unit in plan.units:
+        for edge in unit.after:
+            if edge.unit not in seen:
+                problems.append(f"unit {unit.name!r} depends on unknown unit {edge.unit!r}")
+            elif edge.unit == unit.name:
+                problems.append(f"unit {unit.name!r} depends on itself")
+        patterns = list(unit.fatal_patterns)
+        if unit.readiness is not None and isinstance(unit.readiness.probe, LogProbe):
+            patterns.append(unit.readiness.probe.pattern)
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                problems.append(f"unit {unit.name!r}: bad pattern {pattern!r}: {e}")
+    if problems:
+        raise PlanError(problems)
+
+
+class Job:
+    def __init__(
+        self,
+        plan: Plan,
+        launcher: Launcher,
+        *,
+        log_dir: Path | None = None,
+        clock: Clock | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        stop: Stop | None = None,
+        console: Console | None = None,
+    ) -> None:
+        check_plan(plan)
+        self.plan = plan
+        self.launcher = launcher
+        self.log_dir = Path(log_dir if log_dir is not None else plan.log_dir)
+        self.clock: Clock = clock or SystemClock()
+        self.stop = stop or Stop()
+        self.console: Console = console if console is not None else TerminalConsole()
+        self._transport = http_transport
+        self.journal = Journal(None, [u.name for u in plan.units])
+        self.runners: dict[str, UnitRunner] = {u.name: UnitRunner(self, u, self.log_dir / u.log) for u in plan.units}
+        self.groups: dict[str, _Group] = {}
+        for runner in self.runners.values():
+            if runner.unit.group is not None:
+                self.groups.setdefault(runner.unit.group, _Group(runner.unit.group)).members.append(runner)
+        self.tailers: dict[Path, Tailer] = {}
+        self.failure: tuple[str, str] | None = None
+        self.first_fatal: tuple[str, str] | None = None
+        self.stopping = False
+        self.http: httpx.AsyncClient
+        self._changed = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._started_at = 0.0
+
+    # ---------------------------------------------------------------- for the units
+
+    async def changed(self) -> None:
+        """Until the next state change or failure."""
+        await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _on_event(self, event: Event) -> None:
+        self._notify()
+        self.console.event(event)
+
+    def fail(self, runner: UnitRunner, reason: str) -> None:
+        if self.failure is None:
+            self.failure = (runner.name, reason)
+        self._notify()
+
+    def record_fatal(self, unit: str, line: str) -> None:
+        if self.first_fatal is None:
+            self.first_fatal = (unit, line)
+
+    def tailer(self, path: Path) -> Tailer:
+        tailer = self.tailers.get(path)
+        if tailer is None:
+            assert self._tg is not None
+            tailer = self.tailers[path] = Tailer(path)
+            self._tg.start_soon(tailer.run)
+        return tailer
+
+    def rotate_log(self, path: Path, target: Path) -> None:
+        tailer = self.tailers.get(path)
+        if tailer is not None:
+            tailer.rotate(target)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, target)
+
+    def restart_group(self, origin: UnitRunner, reason: str, delay: float) -> None:
+        group = self.groups[origin.unit.group or ""]
+        group.stopping = [(m, m.handle) for m in group.members if m.live and m.handle is not None]
+        group.due = self.clock.now() + delay
+        why = f"restarted with group {group.name}: {origin.name} {reason}"
+        for member in group.members:
+            if member is not origin:
+                member.interrupt(AttemptEnd("group", why, delay=delay))
+
+    async def group_relaunch(self, runner: UnitRunner) -> None:
+        """Until the group's backoff is over and every attempt its restart stops has ended."""
+        group = self.groups[runner.unit.group or ""]
+        await self.clock.sleep(group.due - self.clock.now())
+        while any(m.handle is h and m.live for m, h in group.stopping):
+            await self.changed()
+
+    # ---------------------------------------------------------------- the job
+
+    async def run(self) -> JobResult:
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.journal = Journal(self.log_dir / JOURNAL_NAME, [u.name for u in self.plan.units])
+        except OSError as e:
+            raise LaunchError(f"cannot write the log directory {self.log_dir}: {e}") from e
+        self.journal.listen(self._on_event)
+        self._started_at = self.clock.now()
+        self.journal.emit(
+            None,
+            JobState.STARTING,
+            detail={
+                "format": JOURNAL_FORMAT,
+                "job": self.plan.name,
+                "job_id": self.plan.job_id,
+                "units": [u.name for u in self.plan.units],
+            },
+        )
+        end: _End | None = None
+        try:
+            async with self.launcher, httpx.AsyncClient(transport=self._transport, trust_env=False) as http:
+                self.http = http
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    for runner in self.runners.values():
+                        tg.start_soon(runner.run)
+                    if self.console.progress_interval:
+                        tg.start_soon(self._progress, self.console.progress_interval)
+                    end = await self._decide()
+                    self.stopping = True
+                    self.journal.emit(None, JobState.STOPPING, reason=end.reason)
+                    await teardown(list(self.runners.values()), self.stop)
+                    tg.cancel_scope.cancel()
+        except BaseException as e:
+            if self.journal.view.state not in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+                if isinstance(e, anyio.get_cancelled_exc_class()):
+                    self.journal.emit(None, JobState.CANCELLED, exit_code=EXIT_JOB_FAILED, reason="cancelled")
+                else:
+                    reason = f"{type(e).__name__}: {e}"
+                    self.journal.emit(None, JobState.FAILED, exit_code=EXIT_JOB_FAILED, reason=reason)
+            self._close()
+            raise
+        assert end is not None
+        self.journal.emit(
+            None,
+            end.state,
+            exit_code=end.exit_code,
+            reason=end.reason,
+            detail={"culprit": end.culprit} if end.culprit else None,
+        )
+        result = self._report(end)
+        self._close()
+        return result
+
+    def _close(self) -> None:
+        for tailer in self.tailers.values():
+            tailer.close()
+        self.journal.close()
+        self.console.close()
+
+    async def _decide(self) -> _End:
+        runners = list(self.runners.values())
+        terminals = [r for r in runners if r.unit.terminal]
+        announced_running = False
+        while True:
+            if self.stop.requested.is_set():
+                return _End(JobState.CANCELLED, self.stop.exit_code, self.stop.reason or "stop requested")
+            if self.failure is not None:
+                unit, reason = self.failure
+                return _End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
+            if terminals:
+                if all(r.final for r in terminals):
+                    worst = max(terminals, key=lambda r: r.exit_for_job or 0)
+                    code = worst.exit_for_job or 0
+                    if code == EXIT_OK:
+                        return _End(JobState.SUCCEEDED, EXIT_OK, "every terminal unit exited 0")
+                    reason = f"terminal unit {worst.name} {worst.failure or f'exited with code {code}'}"
+                    return _End(JobState.FAILED, code, reason, worst.name)
+            elif not self.plan.hold and all(r.final for r in runners):
+                return _End(JobState.SUCCEEDED, EXIT_OK, "every unit has ended")
+            if not announced_running and self._settled(runners):
+                announced_running = True
+                self.journal.emit(None, JobState.RUNNING)
+            await wait_any(self._changed, self.stop.requested)
+
+    @staticmethod
+    def _settled(runners: Sequence[UnitRunner]) -> bool:
+        """Every non-terminal unit ready (or ended harmlessly) and every terminal one launched."""
+        for r in runners:
+            if r.unit.terminal:
+                if not (r.launched or r.final):
+                    return False
+            elif r.state is not UnitState.READY and not (
+                r.final and not (r.state is UnitState.FAILED and r.unit.critical)
+            ):
+                return False
+        return True
+
+    # ---------------------------------------------------------------- reporting
+
+    async def _progress(self, interval: float) -> None:
+        while self.journal.view.state is JobState.STARTING:
+            await anyio.sleep(interval)
+            if self.journal.view.state is not JobState.STARTING:
+                return
+            self.console.progress(self.progress_rows())
+
+    def progress_rows(self) -> list[ProgressRow]:
+        rows: list[ProgressRow] = []
+        now = self.clock.now()
+        for r in self.runners.values():
+            state = r.state
+            if state is UnitState.READY or r.final:
+                continue
+            waiting = ""
+            if state is UnitState.WAITING:
+                waiting = "after " + ", ".join(f"{e.unit} ({e.condition.value})" for e in r.waiting_on)
+            elif state is UnitState.STARTING and r.unit.readiness is not None:
+                probe = r.unit.readiness.probe
+                host = None if isinstance(probe, LogProbe) else self.launcher.address(probe.node)
+                waiting = "probe " + describe(probe, host)
+                if r.last_probe:
+                    waiting += f": {r.last_probe}"
+            elif state is UnitState.BACKOFF:
+                waiting = "restart backoff"
+            took = now - r.launched_at if r.launched_at is not None and state is UnitState.STARTING else None
+            rows.append(ProgressRow(r.name, state.value, waiting, took))
+        return rows
+
+    def summary_rows(self) -> list[SummaryRow]:
+        rows = []
+        for r in self.runners.values():
+            view = self.journal.view.units[r.name]
+            status = (
+                ExitStatus(view.exit_code, view.signal).describe()
+                if view.exit_code is not None or view.signal is not None
+                else "-"
+            )
+            rows.append(
+                SummaryRow(
+                    unit=r.name,
+                    node=r.unit.node if r.unit.nodes else "-",
+                    state=view.state.value,
+                    restarts=r.restarts.count,
+                    exit=status,
+                    ready_after=r.ready_seconds,
+                )
+            )
+        return rows
+
+    def _report(self, end: _End) -> JobResult:
+        view = self.journal.view
+        journal_path = self.log_dir / JOURNAL_NAME
+        rows = self.summary_rows()
+        postmortem: Path | None = None
+        if end.state is JobState.FAILED:
+            culprit = end.culprit
+            fatal = self.first_fatal[1] if self.first_fatal and culprit == self.first_fatal[0] else None
+            log = self.runners[culprit].log_path if culprit in self.runners else None
+            self.console.failure(
+                culprit_block(reason=end.reason, culprit=culprit, view=view, fatal_line=fatal, log=log)
+            )
+            failed = [r for r in self.runners.values() if r.state is UnitState.FAILED or r.name == culprit]
+            try:
+                postmortem = write_postmortem(
+                    self.log_dir / POSTMORTEM_NAME,
+                    job=f"{self.plan.name} (job {self.plan.job_id})",
+                    exit_code=end.exit_code,
+                    reason=end.reason,
+                    culprit=culprit,
+                    first_fatal=self.first_fatal,
+                    view=view,
+                    rows=rows,
+                    logs=[UnitLog(r.name, r.log_path) for r in failed],
+                    events=self.journal.events,
+                )
+            except OSError:
+                postmortem = None
+        self.console.summary(rows, f"{self.plan.name}: {end.state.value}, exit code {end.exit_code}")
+        return JobResult(
+            exit_code=end.exit_code,
+            state=end.state,
+            reason=end.reason,
+            culprit=end.culprit,
+            view=view.model_copy(deep=True),
+            events=list(self.journal.events),
+            log_dir=self.log_dir,
+            journal=journal_path,
+            postmortem=postmortem,
+        )
+
+
+async def supervise(
+    plan: Plan,
+    launcher: Launcher,
+    *,
+    log_dir: Path | str | None = None,
+    clock: Clock | None = None,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+    stop: Stop | None = None,
+    console: Console | None = None,
+) -> JobResult:
+    """Run `plan` to its end with `launcher` (entered here) and return how it ended.
+
+    `log_dir` defaults to `plan.log_dir`; relative unit logs are placed under it.
+    `stop` lets the caller end the job (`Stop.request`, `Stop.kill`); `run()` feeds
+    signals into it.  `console=None` prints to stderr; pass `NullConsole()` for silence.
+    Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
+    if the launcher or the log directory cannot be set up.
+    """
+    job = Job(
+        plan,
+        launcher,
+        log_dir=Path(log_dir) if log_dir is not None else None,
+        clock=clock,
+        http_transport=http_transport,
+        stop=stop,
+        console=console,
+    )
+    return await job.run()
+
+
+__all__ = ["JobResult", "NullConsole", "Stop", "supervise"]

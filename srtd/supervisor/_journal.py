@@ -1,0 +1,131 @@
+"""The journal: numbers every state change, writes it, folds it, broadcasts it.
+
+`emit` is synchronous and is the only way a state changes: it assigns the next `seq`
+(1, 2, 3, ... without gaps), stamps `ts` with `time.time()`, fills `prev` from the
+folded view, appends the JSON line to `<log_dir>/events.jsonl` and flushes it, folds
+the event into `view`, calls the in-process listeners (the job's change notifier, the
+console) and offers the event to every subscriber stream.  A subscriber whose buffer
+is full is dropped (its stream is closed), never waited for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from srtd.events import Event, JobState, JobView, UnitState
+
+Listener = Callable[[Event], None]
+
+
+class Journal:
+    def __init__(self, path: Path | None, unit_names: Sequence[str]) -> None:
+        self.path = path
+        self.view = JobView.fold([], list(unit_names))
+        self.events: list[Event] = []
+        self._seq = 0
+        self._file: IO[str] | None = None
+        self._listeners: list[Listener] = []
+        self._subscribers: list[MemoryObjectSendStream[Event]] = []
+        self.dropped_subscribers = 0
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def state_of(self, unit: str | None) -> str:
+        if unit is None:
+            return self.view.state.value
+        return self.view.units[unit].state.value
+
+    def emit(
+        self,
+        unit: str | None,
+        state: UnitState | JobState,
+        *,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        reason: str | None = None,
+        attempt: int | None = None,
+        pid: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Event:
+        prev: str | None
+        if unit is None:
+            prev = self.view.state.value if self._seq else None
+        else:
+            prev = self.view.units[unit].state.value
+        self._seq += 1
+        event = Event(
+            seq=self._seq,
+            ts=time.time(),
+            unit=unit,
+            state=state.value,
+            prev=prev,
+            exit_code=exit_code,
+            signal=signal,
+            reason=reason,
+            attempt=attempt,
+            pid=pid,
+            detail=detail,
+        )
+        if self._file is not None:
+            self._file.write(event.to_line())
+            self._file.flush()
+        self.events.append(event)
+        self.view.apply(event)
+        for listener in list(self._listeners):
+            listener(event)
+        self._broadcast(event)
+        return event
+
+    def _broadcast(self, event: Event) -> None:
+        keep: list[MemoryObjectSendStream[Event]] = []
+        for stream in self._subscribers:
+            try:
+                stream.send_nowait(event)
+            except anyio.WouldBlock:
+                self.dropped_subscribers += 1
+                stream.close()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                stream.close()
+            else:
+                keep.append(stream)
+        self._subscribers = keep
+
+    def subscribe(self, max_buffer: int = 1000) -> tuple[JobView, MemoryObjectReceiveStream[Event]]:
+        """A snapshot of the job and a stream of every event after it.
+
+        No event is lost or repeated between the two.  The stream ends when the journal
+        closes; a subscriber that falls `max_buffer` events behind is dropped (its
+        stream ends early).
+        """
+        send, receive = anyio.create_memory_object_stream[Event](max_buffer)
+        self._subscribers.append(send)
+        return self.view.model_copy(deep=True), receive
+
+    def close(self) -> None:
+        for stream in self._subscribers:
+            stream.close()
+        self._subscribers = []
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_journal(path: Path) -> list[Event]:
+    """Every event of a journal file, in order (a torn last line is ignored)."""
+    events: list[Event] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            events.append(Event.from_line(line))
+    return events

@@ -1,0 +1,162 @@
+"""Readiness probes: one check at a time; the unit decides when to check again.
+
+`check()` runs one attempt of a tcp, http or worker-count probe against a host the
+launcher resolved, and says whether it passed and, if not, why (the last reason goes
+into the "not ready within N s" message).  Log probes are not polled: the unit's log
+watcher matches them line by line as the tailer delivers lines.
+
+HTTP goes through one shared `httpx.AsyncClient` whose transport can be injected
+(`httpx.MockTransport` in tests).  `trust_env=False`: a probe of a node never goes
+through an HTTP proxy from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from srtd.unit import Count, HttpProbe, LogProbe, Probe, TcpProbe, WorkerCountProbe
+
+ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
+FIRST_PROBE_DELAY = 0.05  # then doubling up to the unit's interval
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    ok: bool
+    detail: str = ""
+
+
+def _url(host: str, port: int, path: str) -> str:
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path}"
+
+
+def describe(probe: Probe, host: str | None = None) -> str:
+    """`tcp 127.0.0.1:8000`, `http GET http://...`, `log /ready/`."""
+    if isinstance(probe, LogProbe):
+        return f"log /{probe.pattern}/"
+    where = host or probe.node
+    if isinstance(probe, TcpProbe):
+        return f"tcp {where}:{probe.port}"
+    if isinstance(probe, WorkerCountProbe):
+        return (
+            f"workers {_url(where, probe.port, probe.path)} "
+            f"(prefill>={probe.expect_prefill}, decode>={probe.expect_decode})"
+        )
+    return f"http {_url(where, probe.port, probe.path)}"
+
+
+async def check(
+    probe: TcpProbe | HttpProbe | WorkerCountProbe,
+    *,
+    host: str,
+    client: httpx.AsyncClient,
+    timeout: float = ATTEMPT_TIMEOUT,
+) -> ProbeResult:
+    if isinstance(probe, TcpProbe):
+        return await _check_tcp(host, probe.port, timeout)
+    url = _url(host, probe.port, probe.path)
+    try:
+        response = await client.get(url, timeout=timeout)
+    except httpx.HTTPError as e:
+        return ProbeResult(False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    if response.status_code != probe.status:
+        return ProbeResult(False, f"HTTP {response.status_code} (want {probe.status})")
+    if isinstance(probe, HttpProbe):
+        return ProbeResult(True, f"HTTP {response.status_code}")
+    try:
+        document = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ProbeResult(False, f"body is not JSON: {response.text[:200]!r}")
+    return evaluate_workers(probe, document)
+
+
+async def _check_tcp(host: str, port: int, timeout: float) -> ProbeResult:
+    try:
+        with anyio.fail_after(timeout):
+            stream = await anyio.connect_tcp(host, port)
+    except TimeoutError:
+        return ProbeResult(False, f"connect timed out after {timeout:g} s")
+    except OSError as e:
+        cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
+        if cause.errno:
+            return ProbeResult(False, os.strerror(cause.errno))
+        return ProbeResult(False, str(cause))
+    await stream.aclose()
+    return ProbeResult(True, "accepting connections")
+
+
+# ---------------------------------------------------------------- worker counting
+
+
+def _dig(document: Any, dotted: str) -> Any:
+    node = document
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _as_text(value: Any) -> str:
+    """How a JSON scalar compares with a `where` value: `true`, `null`, `3`, `decode`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def _matches(entry: Any, where: dict[str, str | list[str]]) -> bool:
+    if not where:
+        return True
+    if not isinstance(entry, dict):
+        return False
+    for key, wanted in where.items():
+        if key not in entry:
+            return False
+        have = _as_text(entry[key])
+        if isinstance(wanted, list):
+            if have not in wanted:
+                return False
+        elif have != wanted:
+            return False
+    return True
+
+
+def count(document: Any, rule: Count) -> int:
+    """The number one `Count` rule reads from a JSON document (0 when absent)."""
+    if rule.field is not None:
+        value = _dig(document, rule.field)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return 0
+        return int(value)
+    if rule.items is not None:
+        items = _dig(document, rule.items)
+        if not isinstance(items, list):
+            return 0
+        return sum(1 for entry in items if _matches(entry, rule.where))
+    return 0
+
+
+def _total(document: Any, rules: Iterable[Count]) -> int:
+    return sum(count(document, rule) for rule in rules)
+
+
+def evaluate_workers(probe: WorkerCountProbe, document: Any) -> ProbeResult:
+    prefill = _total(document, probe.prefill)
+    decode = _total(document, probe.decode)
+    detail = f"prefill {prefill}/{probe.expect_prefill}, decode {decode}/{probe.expect_decode}"
+    ok = prefill >= probe.expect_prefill and decode >= probe.expect_decode
+    return ProbeResult(ok, detail)

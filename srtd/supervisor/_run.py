@@ -1,0 +1,86 @@
+"""`run()`: the synchronous entry point, with signal handling.
+
+SIGTERM, SIGINT, SIGHUP and SIGUSR1 (the early warning of `sbatch --signal=B:USR1@N`)
+request the graceful, tiered teardown; a SIGINT after a stop was already requested
+(a second Ctrl-C) kills everything at once.  The handler only feeds a `Stop`: it runs
+as an ordinary task reading `anyio.open_signal_receiver`, never inside a C-level
+signal handler.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import httpx
+
+from srtd.errors import SrtdError, exit_code_for
+from srtd.launch import Launcher
+from srtd.supervisor._clock import Clock
+from srtd.supervisor._console import Console
+from srtd.supervisor._job import JobResult, supervise
+from srtd.supervisor._teardown import Stop
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+
+
+async def relay_signals(stop: Stop, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Turn stop signals into requests on `stop` until cancelled."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            if stop.requested.is_set() and signum == signal.SIGINT:
+                stop.kill(signum)
+            else:
+                stop.request(signum)
+
+
+def run(
+    plan: object,
+    launcher: Launcher,
+    *,
+    log_dir: Path | str | None = None,
+    clock: Clock | None = None,
+    http_transport: httpx.AsyncBaseTransport | None = None,
+    console: Console | None = None,
+) -> int:
+    """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
+
+    0 success; a terminal unit's worst code; 1 a critical failure; 128 + N when stopped
+    by signal N; 2 / 3 for an invalid plan / an unusable launcher or log directory.
+    Exceptions that are not `SrtdError`s are bugs and propagate.
+    """
+    from srtd.unit import Plan
+
+    if not isinstance(plan, Plan):
+        raise TypeError("run() needs a srtd.unit.Plan")
+
+    async def main() -> int:
+        stop = Stop()
+        outcome: JobResult | SrtdError | None = None
+        async with anyio.create_task_group() as tg:
+            await tg.start(relay_signals, stop)
+            try:
+                outcome = await supervise(
+                    plan,
+                    launcher,
+                    log_dir=log_dir,
+                    clock=clock,
+                    http_transport=http_transport,
+                    stop=stop,
+                    console=console,
+                )
+            except SrtdError as e:
+                outcome = e
+            finally:
+                tg.cancel_scope.cancel()
+        if isinstance(outcome, SrtdError):
+            print(f"srtd: {outcome}", file=sys.stderr)
+            return exit_code_for(outcome)
+        assert outcome is not None
+        return outcome.exit_code
+
+    return anyio.run(main)

@@ -1,0 +1,216 @@
+"""One tailer per log file: complete lines to every consumer, as they are written.
+
+The tailer follows a path the way `tail -F` does.  Each `poll()` reads only the bytes
+appended since the last one (in 64 KiB chunks), splits them on newlines and hands out
+complete lines only; an unterminated tail is kept (at most `max_partial` bytes, the
+newest ones) until its newline arrives.  A file that shrank below the read offset was
+truncated: reading starts again at 0.  A path that now names another inode was rotated:
+the old file is read to its end, its unterminated tail is flushed as a line, then the
+new file is followed from 0.  A missing file means nothing has been written yet.
+
+Each line carries a `generation`, bumped on every truncation and rotation, so that a
+consumer can ignore lines of an earlier attempt.  The supervisor rotates a crashed
+attempt's log itself through `rotate()`, which drains the old file first.
+
+Why a short poll (50 ms) rather than inotify: it is portable (shared file systems of
+Slurm clusters do not deliver inotify events for writes made on other nodes), it costs
+one `stat` and one `read` per file per tick, and 50 ms is well inside the 0.5 s the
+supervisor promises for reacting to a fatal line.
+
+Consumers: `watch(handler)` registers a synchronous callback (the fatal-pattern and
+log-readiness matchers; they run inside `poll`, so a burst of lines can never overflow
+them); `subscribe()` gives a bounded stream for remote readers (`srtd attach`), which
+is closed if it falls behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+CHUNK = 64 * 1024
+MAX_PARTIAL = 64 * 1024
+POLL_INTERVAL = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    text: str
+    generation: int
+
+
+LineHandler = Callable[[LogLine], None]
+
+
+def _decode(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\r") else text
+
+
+class Tailer:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        poll_interval: float = POLL_INTERVAL,
+        max_partial: int = MAX_PARTIAL,
+        chunk: int = CHUNK,
+    ) -> None:
+        self.path = path
+        self.poll_interval = poll_interval
+        self.max_partial = max_partial
+        self.chunk = chunk
+        self.generation = 0
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._offset = 0
+        self._partial = b""
+        self._handlers: list[LineHandler] = []
+        self._streams: list[MemoryObjectSendStream[LogLine]] = []
+
+    # ---------------------------------------------------------------- consumers
+
+    @contextlib.contextmanager
+    def watch(self, handler: LineHandler) -> Iterator[None]:
+        self._handlers.append(handler)
+        try:
+            yield
+        finally:
+            self._handlers.remove(handler)
+
+    def subscribe(self, max_buffer: int = 1000) -> MemoryObjectReceiveStream[LogLine]:
+        send, receive = anyio.create_memory_object_stream[LogLine](max_buffer)
+        self._streams.append(send)
+        return receive
+
+    def _publish(self, raw: bytes) -> None:
+        line = LogLine(_decode(raw), self.generation)
+        for handler in list(self._handlers):
+            handler(line)
+        if self._streams:
+            keep: list[MemoryObjectSendStream[LogLine]] = []
+            for stream in self._streams:
+                try:
+                    stream.send_nowait(line)
+                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    stream.close()
+                else:
+                    keep.append(stream)
+            self._streams = keep
+
+    # ---------------------------------------------------------------- reading
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        self._fd = fd
+        self._ident = (st.st_dev, st.st_ino)
+        self._offset = 0
+        self._partial = b""
+        return True
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = None
+        self._ident = None
+
+    def _read_to_end(self) -> None:
+        assert self._fd is not None
+        while True:
+            data = os.pread(self._fd, self.chunk, self._offset)
+            if not data:
+                return
+            self._offset += len(data)
+            self._split(data)
+
+    def _split(self, data: bytes) -> None:
+        buf = self._partial + data
+        *lines, rest = buf.split(b"\n")
+        for raw in lines:
+            self._publish(raw)
+        if len(rest) > self.max_partial:
+            rest = rest[-self.max_partial :]
+        self._partial = rest
+
+    def _flush_partial(self) -> None:
+        if self._partial:
+            raw, self._partial = self._partial, b""
+            self._publish(raw)
+
+    def poll(self) -> None:
+        """Read whatever has been appended; handle truncation and rotation.  Never blocks long."""
+        if self._fd is None and not self._open():
+            return
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size < self._offset:  # truncated in place
+            self.generation += 1
+            self._offset = 0
+            self._partial = b""
+        self._read_to_end()
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return  # renamed away, nothing new yet: keep following the old file
+        if (st.st_dev, st.st_ino) != self._ident:  # rotated: the path is a new file
+            self._flush_partial()
+            self._close()
+            self.generation += 1
+            if self._open():
+                self._read_to_end()
+
+    def rotate(self, target: Path) -> None:
+        """Drain the current file, rename it to `target`, follow a fresh file from now on."""
+        self.poll()
+        self._flush_partial()
+        self._close()
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self.path, target)
+        self.generation += 1
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        try:
+            while True:
+                try:
+                    self.poll()
+                except OSError:
+                    self._close()  # unreadable for now (NFS hiccup): start over next tick
+                await anyio.sleep(self.poll_interval)
+        finally:
+            self._close()
+
+    def close(self) -> None:
+        self._close()
+        for stream in self._streams:
+            stream.close()
+        self._streams = []
+
+
+def read_tail(path: Path, lines: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
+    """The last `lines` lines of a file (fewer if it is short, none if it is missing)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            start = max(0, size - max_bytes)
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        return []
+    parts = data.split(b"\n")
+    if start > 0:
+        parts = parts[1:]  # the first piece is probably a partial line
+    if parts and parts[-1] == b"":
+        parts = parts[:-1]
+    return [_decode(p) for p in parts[-lines:]] if lines > 0 else []

@@ -1,0 +1,85 @@
+"""Teardown by tier, and the stop request that starts it.
+
+Tier 0 (workers, frontends, sidecars), then 1 (Mooncake master and stores), then 2
+(etcd, NATS).  Inside a tier every live unit gets SIGTERM at once and is waited for
+up to its `terminate_timeout`, then SIGKILLed; the next tier starts when the tier is
+down.  Units without a live process (waiting, in backoff, never started) become
+`stopped` at once.  The whole teardown therefore takes at most the sum over tiers of
+the tier's largest terminate timeout, plus a short reap after a SIGKILL.  A kill
+request (a second Ctrl-C) SIGKILLs every live process at once, whatever its tier.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+
+from srtd.launch import signal_name
+
+if TYPE_CHECKING:
+    from srtd.supervisor._unit import UnitRunner
+
+
+class Stop:
+    """A request to stop the job: what a signal handler sets, and nothing more.
+
+    Create it inside the event loop.  `request(signum)` starts the graceful, tiered
+    teardown (the job ends as cancelled, exit code 128 + signum; 143 when no signal is
+    given); `kill()` also SIGKILLs everything at once.
+    """
+
+    def __init__(self) -> None:
+        self.requested = anyio.Event()
+        self.killed = anyio.Event()
+        self.signum: int | None = None
+        self.reason: str | None = None
+
+    def request(self, signum: int | None = None, reason: str | None = None) -> None:
+        if self.requested.is_set():
+            return
+        self.signum = signum
+        if reason is None:
+            reason = f"received {signal_name(signum)}" if signum is not None else "stop requested"
+        self.reason = reason
+        self.requested.set()
+
+    def kill(self, signum: int | None = None) -> None:
+        self.request(signum, f"received {signal_name(signum)} twice" if signum is not None else None)
+        self.killed.set()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signum if self.signum is not None else signal.SIGTERM)
+
+
+async def teardown(runners: Sequence[UnitRunner], stop: Stop) -> None:
+    # 1. Nothing launches, probes, watches or backs off any more.
+    for runner in runners:
+        runner.scope.cancel()
+    for runner in runners:
+        await runner.done.wait()
+    # 2. Units without a process end now.
+    for runner in runners:
+        if not runner.final and not runner.live:
+            await runner.terminate()
+    # 3. The rest tier by tier.
+
+    async def kill_on_request() -> None:
+        await stop.killed.wait()
+        for runner in runners:
+            if runner.live and runner.handle is not None:
+                await runner.handle.kill()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_on_request)
+        for tier in sorted({r.unit.tier for r in runners}):
+            members = [r for r in runners if r.unit.tier == tier and not r.final]
+            if not members:
+                continue
+            async with anyio.create_task_group() as tier_group:
+                for runner in members:
+                    tier_group.start_soon(runner.terminate)
+        tg.cancel_scope.cancel()
