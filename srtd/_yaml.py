@@ -9,6 +9,7 @@ None) to everything else.  Nothing here ever writes a file.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from srtd.errors import Problem, RecipeError
 
@@ -76,7 +78,7 @@ def _yaml() -> YAML:
     return yaml
 
 
-def _mark_problem(file: str, err: MarkedYAMLError) -> Problem:
+def _mark_problem(file: str, err: MarkedYAMLError, source: str) -> Problem:
     mark = err.problem_mark or err.context_mark
     line = mark.line + 1 if mark is not None else None
     column = mark.column + 1 if mark is not None else None
@@ -85,10 +87,25 @@ def _mark_problem(file: str, err: MarkedYAMLError) -> Problem:
         text = "tab character; YAML indentation must use spaces"
     elif isinstance(err, DuplicateKeyError):
         text = text.replace("found duplicate key", "duplicate key").split(" with value")[0]
-        first = err.context_mark
+        first = _first_definition(source, err)
         if first is not None:
-            text += f" (first defined on line {first.line + 1})"
+            text += f" (first defined on line {first})"
     return Problem(f"invalid YAML: {text}", file=file, line=line, column=column)
+
+
+def _first_definition(source: str, err: DuplicateKeyError) -> int | None:
+    """The line where a duplicated key was first written: same column, same key, earlier."""
+    match = re.search(r'duplicate key "([^"]*)"', err.problem or "")
+    start, again = err.context_mark, err.problem_mark
+    if match is None or start is None or again is None:
+        return None
+    key = match.group(1)
+    lines = source.splitlines()
+    for number in range(start.line, again.line):
+        rest = lines[number][again.column :] if number < len(lines) else ""
+        if re.match(rf"""(['"]?){re.escape(key)}\1\s*:""", rest) and lines[number][: again.column].strip(" -") == "":
+            return number + 1
+    return None
 
 
 def parse_text(text: str, file: str) -> tuple[Any, Positions]:
@@ -99,12 +116,28 @@ def parse_text(text: str, file: str) -> tuple[Any, Positions]:
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as err:
-        raise RecipeError([_mark_problem(file, err)]) from None
+        raise RecipeError([_mark_problem(file, err, text)]) from None
+    except ReaderError as err:
+        line = text[: err.position].count("\n") + 1
+        char = f"U+{ord(err.character):04X}" if isinstance(err.character, str) else repr(err.character)
+        raise RecipeError([Problem(f"invalid YAML: unprintable character {char}", file=file, line=line)]) from None
+    except RecursionError:
+        raise RecipeError([_too_deep(text, file)]) from None
     except YAMLError as err:  # pragma: no cover - ruamel marks nearly everything
         raise RecipeError([Problem(f"invalid YAML: {err}", file=file)]) from None
     positions = Positions(file)
-    data = _plain(node, (), positions)
+    try:
+        data = _plain(node, (), positions)
+    except RecursionError:
+        raise RecipeError([_too_deep(text, file)]) from None
     return data, positions
+
+
+def _too_deep(text: str, file: str) -> Problem:
+    # The parser recursed too far; the culprit is the line that opens the most brackets.
+    lines = text.splitlines() or [""]
+    depth = [line.count("[") + line.count("{") for line in lines]
+    return Problem("invalid YAML: nested too deeply", file=file, line=depth.index(max(depth)) + 1)
 
 
 def read_file(path: Path) -> str:
@@ -130,6 +163,11 @@ def _pos(lc: tuple[int, int] | list[int] | None) -> tuple[int, int] | None:
 
 
 def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
+    if isinstance(node, CommentedMap | CommentedSeq) and path not in positions.values:
+        # where the mapping or list itself starts: the place a missing key is reported
+        start = _pos((node.lc.line, node.lc.col)) if node.lc.line is not None else None
+        if start:
+            positions.values[path] = start
     if isinstance(node, CommentedMap):
         out: dict[str, Any] = {}
         for key in node:
@@ -141,7 +179,9 @@ def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
             vpos = _pos(_safe(node.lc.value, key))
             if kpos:
                 positions.keys[child] = kpos
-            if vpos:
+            # An empty value has no position of its own (ruamel reports the next
+            # token's); the key is where the problem is.
+            if vpos and node[key] is not None:
                 positions.values[child] = vpos
             out[name] = _plain(node[key], child, positions)
         return out

@@ -144,7 +144,8 @@ def _describe(err: ValidationError, positions: Positions, path: Path | None) -> 
     for detail in err.errors(include_url=False):
         loc = tuple(detail["loc"])
         message = detail["msg"][:1].lower() + detail["msg"][1:]
-        if path is not None and loc and loc[0] in Cluster.model_fields and positions.locate(loc):
+        from_env = bool(loc) and f"SRTD_{str(loc[0]).upper()}" in os.environ
+        if path is not None and not from_env and loc and loc[0] in Cluster.model_fields and positions.locate(loc):
             lines.append(str(positions.problem(f"{message}, got {detail.get('input')!r}", loc)))
         else:
             name = ".".join(str(p) for p in loc)

@@ -195,6 +195,10 @@ class Engine:
 
     def base_env(self, ctx: PlanContext, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
         env = {"HEAD_NODE_IP": ctx.address(ctx.nodes.head)}
+        if "MOONCAKE_MASTER" in ctx.discovery:
+            # Workers reach the job's Mooncake master; their own address is theirs, not localhost.
+            env["MOONCAKE_MASTER"] = ctx.discovery["MOONCAKE_MASTER"]
+            env["MOONCAKE_LOCAL_HOSTNAME"] = ctx.address(proc.node)
         if mode.launch == "dynamo":
             env.update(dynamo_env(ctx))
             if "sys" in proc.ports:

@@ -26,7 +26,7 @@ from srtd.topology import (
     place_role,
     processes_of,
 )
-from srtd.unit import Plan, Sbatch, TeardownBudget, Unit
+from srtd.unit import Condition, Edge, Plan, Sbatch, TeardownBudget, Unit
 
 DEFAULT_TIME_LIMIT = "01:00:00"
 EARLY_WARNING_MARGIN = 60  # Slurm may deliver the signal up to 60 s early
@@ -162,7 +162,9 @@ def build_plan(
             units += service_units(ctx, eff, containers)
     bench = benchmark_unit(ctx, BenchmarkTarget(fplan.node, fplan.port), _bench_node(ctx))
     if bench is not None:
-        units.append(bench)
+        # The benchmark needs the gate itself, not only what came after it.
+        gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
+        units.append(bench.model_copy(update={"after": gate}))
 
     _check_unique_names(units)
     units = with_phase_edges(units)

@@ -36,7 +36,7 @@ def problems_from(
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0, p.path))
 
 
-def _data_path(loc: tuple[int | str, ...], data: Any) -> PathKey:
+def _data_path(loc: tuple[int | str, ...], data: Any, *, missing: bool = False) -> PathKey:
     """The path in the document of a pydantic `loc`: union tags and validator names dropped."""
     path: list[str | int] = []
     node: Any = data
@@ -48,7 +48,7 @@ def _data_path(loc: tuple[int | str, ...], data: Any) -> PathKey:
         elif isinstance(node, list | tuple) and isinstance(part, int) and 0 <= part < len(node):
             path.append(part)
             node = node[part]
-        elif last and isinstance(node, dict) and isinstance(part, str) and _looks_like_field(part):
+        elif missing and last and isinstance(node, dict) and isinstance(part, str) and _looks_like_field(part):
             # A missing key: keep it so the message names it.
             path.append(part)
             node = None
@@ -80,7 +80,7 @@ def _convert(
 ) -> list[Problem]:
     kind = detail["type"]
     loc = tuple(detail["loc"])
-    path = _data_path(loc, data)
+    path = _data_path(loc, data, missing=kind == "missing")
     if kind == RULES_ERROR:
         ctx = detail.get("ctx") or {}
         out = []

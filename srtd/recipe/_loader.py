@@ -71,7 +71,7 @@ def load_text(text: str, file: str = "<recipe>", *, variant: str | None = None) 
     else:
         variants = [Variant(None, data, positions)]
     variants = [s for v in variants for s in expand_sweep(v)]
-    variants = select(variants, variant)
+    variants = select(variants, variant, file)
     loaded: list[LoadedRecipe] = []
     problems: list[Problem] = []
     for v in variants:
@@ -100,7 +100,7 @@ def _check_document(data: Any, positions: Positions) -> None:
     if schema is None:
         raise RecipeError([Problem(f"missing `schema: 2`: {V1_HINT}", file=file, line=1, column=1)])
     if schema != 2:
-        where = positions.locate(("schema",)) or positions.locate(("base", "schema"))
+        where = positions.values.get(("schema",)) or positions.values.get(("base", "schema"))
         raise RecipeError(
             [
                 Problem(

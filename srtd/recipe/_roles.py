@@ -5,12 +5,26 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
 from srtd.recipe._engines import EngineField
 
 ROLE_NAMES: tuple[str, ...] = ("prefill", "decode", "agg")
 RestartName = Literal["never", "on-failure", "always"]
+
+
+def _node_count(value: Any) -> Any:
+    # One message for the whole union, not one per member.
+    if value is None or value == "colocate" or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise PydanticCustomError("node_count", "must be a number of nodes or 'colocate'")
+
+
+NodeCount = Annotated[
+    int | Literal["colocate"] | None,
+    BeforeValidator(_node_count, json_schema_input_type=int | Literal["colocate"] | None),
+]
 
 
 class RestartPolicy(Section):
@@ -58,7 +72,7 @@ RestartField = Annotated[
 class RoleConfig(Section):
     """One worker role: how many workers, on how many nodes, with which GPUs and flags."""
 
-    nodes: int | Literal["colocate"] | None = None
+    nodes: NodeCount = None
     """Nodes reserved for the role.  `colocate` (decode only; `0` means the same) packs the
     decode workers onto the prefill nodes' free GPUs."""
     workers: int | None = None

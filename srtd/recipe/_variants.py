@@ -120,6 +120,15 @@ def _unzip(key: str, block: dict[str, Any], positions: Positions) -> list[dict[s
         raise RecipeError(
             [positions.problem(f"zipped lists must have the same length: {detail}", (key,), prefer_key=True)]
         )
+    if any(not values for _, values in leaves):
+        empty = next(".".join(map(str, p)) for p, v in leaves if not v)
+        raise RecipeError(
+            [
+                positions.problem(
+                    f"zipped list {empty} is empty: a zip block needs one value per variant", (key,), prefer_key=True
+                )
+            ]
+        )
     count = lengths.pop() if lengths else 1
     parts = []
     for i in range(count):
@@ -137,7 +146,7 @@ def _set(data: dict[str, Any], path: PathKey, value: Any) -> None:
     node[path[-1]] = copy.deepcopy(value)
 
 
-def select(variants: list[Variant], pattern: str | None) -> list[Variant]:
+def select(variants: list[Variant], pattern: str | None, file: str | None = None) -> list[Variant]:
     """The variants whose name matches `pattern` (a name, `name[i]`, or a glob)."""
     if pattern is None:
         return variants
@@ -149,7 +158,7 @@ def select(variants: list[Variant], pattern: str | None) -> list[Variant]:
     ]
     if not chosen:
         names = ", ".join(v.name or "<recipe>" for v in variants)
-        raise RecipeError([Problem(f"no variant matches {pattern!r}; variants: {names}")])
+        raise RecipeError([Problem(f"no variant matches {pattern!r}; variants: {names}", file=file)])
     return chosen
 
 

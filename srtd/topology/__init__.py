@@ -1,6 +1,7 @@
 """Topology: nodes, workers on GPUs, and ports.  Pure functions of their inputs."""
 
 from srtd.topology._endpoints import Cursor, Endpoint, place_role
+from srtd.topology._hostlist import expand, slurm_nodes
 from srtd.topology._nodes import ROLE_ORDER, NodeMap, NodeNeeds, carve, synthesize
 from srtd.topology._ports import (
     BOOTSTRAP,
@@ -55,7 +56,9 @@ __all__ = [
     "PortPlan",
     "Process",
     "carve",
+    "expand",
     "place_role",
     "processes_of",
+    "slurm_nodes",
     "synthesize",
 ]

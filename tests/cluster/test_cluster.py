@@ -274,11 +274,6 @@ def test_env_override_of_the_wrong_type_with_an_unrelated_file(isolated: Path, m
     assert error_of(path) == "SRTD_CONTAINER_RUNTIME: input should be 'pyxis' or 'none', got 'docker'"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cluster bug: _describe blames the file whenever the key is also written there, so a bad "
-    "SRTD_GPUS_PER_NODE is reported at the file's (valid) `gpus_per_node:` line",
-)
 def test_bad_env_override_of_a_key_the_file_also_sets_names_the_variable(
     isolated: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

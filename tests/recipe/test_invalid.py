@@ -66,11 +66,6 @@ def test_duplicate_top_level_key_schema() -> None:
     assert problems(text) == [(3, 1, "", 'invalid YAML: duplicate key "schema" (first defined on line 1)')]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: 'first defined on line N' is the line where the enclosing mapping starts "
-    "(ruamel's context_mark), not the line of the first occurrence of the key",
-)
 def test_duplicate_key_that_is_not_first_in_its_mapping() -> None:
     text = sub("frontend:\n", "name: u\nfrontend:\n")
     assert problems(text) == [(15, 1, "", 'invalid YAML: duplicate key "name" (first defined on line 2)')]
@@ -115,11 +110,6 @@ def test_problem_str_without_a_path() -> None:
     assert str(problem) == "r.yaml:1: the top level is a list; a recipe is a YAML mapping"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: ruamel's ReaderError (a NUL or other non-printable character) is not a "
-    "MarkedYAMLError, so the problem has no line and a multi-line message naming '<unicode string>'",
-)
 def test_non_printable_character_points_at_its_line() -> None:
     (problem,) = problems_of(BASE + "name2: a\x00b\n")
     assert problem.line == 17
@@ -127,11 +117,6 @@ def test_non_printable_character_points_at_its_line() -> None:
     assert problem.message.startswith("invalid YAML: ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: ruamel's composer recurses per nesting level; ~300 nested flow lists "
-    "raise RecursionError out of load_text instead of a RecipeError",
-)
 def test_deeply_nested_yaml_is_a_recipe_error() -> None:
     text = BASE + "environment: " + "[" * 1000 + "]" * 1000 + "\n"
     with pytest.raises(RecipeError) as info:
@@ -265,11 +250,6 @@ def test_missing_required_nested_field_points_at_its_section() -> None:
     assert problems(text) == [(3, 1, "model.path", "required field is missing")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: a problem about a missing top-level key (name, model, resources, or `engine` "
-    "when roles need one) has no line: Positions.locate finds neither the key nor an ancestor",
-)
 @pytest.mark.parametrize(
     ("old", "path", "message"),
     [
@@ -284,11 +264,6 @@ def test_missing_top_level_key_has_a_line(old: str, path: str, message: str) -> 
     assert problem.line is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: the value of `key:` with nothing after it is located at the next token, "
-    "i.e. the next key's line (or past the end of the file), not the line of `key:`",
-)
 def test_empty_value_points_at_its_own_line() -> None:
     text = sub("name: t\n", "name:\n")
     assert [(p.line, p.path, p.message) for p in problems_of(text)] == [
@@ -445,11 +420,6 @@ def test_zero_gpus() -> None:
     assert problems(text) == [(14, 5, "roles.agg.gpus", "must be at least 1, got 0")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader weakness: `nodes` is int | 'colocate' | None and pydantic reports a mismatch per "
-    "union member, so one mistake gives two problems on the same place",
-)
 def test_nodes_word_is_one_problem() -> None:
     text = sub("    nodes: 1\n", "    nodes: one\n")
     assert [(p.line, p.column, p.path) for p in problems_of(text)] == [(12, 12, "roles.agg.nodes")]
@@ -509,17 +479,11 @@ def test_custom_engine_blank_arg() -> None:
     assert problem.message == "must not be blank"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: a rule broken on a tagged-union member (CustomEngine) keeps the union tag in "
-    "the path ('engine.custom.command.1') and so points at the `engine:` line instead of the item",
-)
 def test_custom_engine_blank_arg_points_at_the_item() -> None:
     text = sub("engine: sglang\n", "engine:\n  type: custom\n  command: [python, '', x]\n")
     assert problems(text) == [(11, 21, "engine.command.1", "must not be blank")]
 
 
-@pytest.mark.xfail(strict=True, reason="loader bug: same union-tag path leak as the blank arg")
 def test_custom_engine_empty_command_points_at_the_command() -> None:
     text = sub("engine: sglang\n", "engine:\n  type: custom\n  command: []\n")
     assert problems(text) == [(11, 3, "engine.command", "must not be empty")]
@@ -787,11 +751,6 @@ def test_zip_lists_of_different_lengths() -> None:
     assert problems(text) == [(22, 1, "zip_override_ctx", message)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loader bug: a zip block whose lists are empty yields zero variants, and a file left "
-    "without variants silently falls back to loading `base` alone",
-)
 def test_zip_with_empty_lists_is_refused() -> None:
     text = OVERRIDES + "zip_override_ctx:\n  roles:\n    agg:\n      gpus: []\n"
     # Today: loads as [override_tp2] only; the zip block vanished without a word.
@@ -827,9 +786,6 @@ def test_variant_pattern_matching_nothing() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="loader bug: the `--variant` problem is built without the file, so it prints as <recipe>"
-)
 def test_variant_pattern_matching_nothing_names_the_file() -> None:
     (problem,) = problems_of(OVERRIDES, variant="override_nope")
     assert problem.file == FILE

@@ -1,0 +1,66 @@
+"""What `srtd plan` and `srtd run` both read: recipe, variant, cluster settings, nodes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from srtd.cluster import Cluster, load_cluster
+from srtd.errors import UsageError
+from srtd.recipe import LoadedRecipe, load_recipes
+from srtd.topology import expand, slurm_nodes
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plan_options(func: F) -> F:
+    """The options that choose a plan's inputs."""
+    options = [
+        click.option("--variant", help="Override variant or sweep combination to use (a name or a glob)."),
+        click.option(
+            "--nodes", "nodes_text", help="Host list to plan on, e.g. 'gpu-[01-08]' (default: Slurm's, or synthesized)."
+        ),
+        click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read."),
+        click.option("--local", is_flag=True, help="Plan for this machine: every node is here, one port space."),
+        click.option("--job-id", help="Job id used in paths (default: $SLURM_JOB_ID, or 'local')."),
+        click.option("--log-dir", help="Log directory (default: the recipe's output.log_dir, or outputs/<job>/logs)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass
+class Inputs:
+    recipes: list[LoadedRecipe]
+    cluster: Cluster
+    cluster_file: Path | None
+    nodes: list[str] | None
+    job_id: str
+    local: bool
+    log_dir: str | None
+
+
+def read_inputs(
+    recipe: Path,
+    *,
+    variant: str | None,
+    nodes_text: str | None,
+    cluster_config: Path | None,
+    local: bool,
+    job_id: str | None,
+    log_dir: str | None,
+    default_job_id: str = "local",
+) -> Inputs:
+    cluster, cluster_file = load_cluster(cluster_config)
+    recipes = load_recipes(recipe, variant=variant)
+    nodes = expand(nodes_text) if nodes_text else (None if local else slurm_nodes())
+    if local and nodes_text:
+        raise UsageError("--local plans for this machine; --nodes does not apply")
+    job = job_id or os.environ.get("SLURM_JOB_ID") or default_job_id
+    return Inputs(recipes, cluster, cluster_file, nodes, job, local, log_dir)

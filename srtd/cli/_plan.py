@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from srtd.cli._inputs import plan_options, read_inputs
+from srtd.cli._main import cli
+from srtd.errors import UsageError
+
+
+@cli.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@plan_options
+@click.option("--json", "as_json", is_flag=True, help="The plan as JSON (the contract in docs/plan.md).")
+@click.option("--graph", type=click.Choice(["mermaid", "dot"]), help="The dependency graph.")
+@click.option("--sbatch", "as_sbatch", is_flag=True, help="The sbatch wrapper script that execs `srtd run`.")
+@click.option("--all", "every", is_flag=True, help="Every variant / sweep combination of the file.")
+def plan(
+    recipe: Path,
+    variant: str | None,
+    nodes_text: str | None,
+    cluster_config: Path | None,
+    local: bool,
+    job_id: str | None,
+    log_dir: str | None,
+    as_json: bool,
+    graph: str | None,
+    as_sbatch: bool,
+    every: bool,
+) -> None:
+    """Show what `srtd run` would do with RECIPE: nodes, units, commands, probes, tiers.
+
+    Offline: no network and no Slurm are needed.
+    """
+    from srtd.plan import build_plan
+    from srtd.plan._render import dot, mermaid, sbatch_script
+
+    if sum((as_json, graph is not None, as_sbatch)) > 1:
+        raise UsageError("choose one of --json, --graph and --sbatch")
+    inputs = read_inputs(
+        recipe,
+        variant=variant,
+        nodes_text=nodes_text,
+        cluster_config=cluster_config,
+        local=local,
+        job_id=job_id,
+        log_dir=log_dir,
+    )
+    if len(inputs.recipes) > 1 and not every:
+        names = ", ".join(r.variant or "?" for r in inputs.recipes)
+        raise UsageError(
+            f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant or use --all"
+        )
+    plans = [
+        build_plan(
+            loaded,
+            inputs.cluster,
+            nodes=inputs.nodes,
+            job_id=inputs.job_id,
+            local=inputs.local,
+            log_dir=inputs.log_dir,
+        )
+        for loaded in inputs.recipes
+    ]
+    if as_json:
+        if every:
+            click.echo(json.dumps([p.to_json() for p in plans], indent=2))
+        else:
+            click.echo(plans[0].dumps(), nl=False)
+        return
+    if graph is not None:
+        for p in plans:
+            click.echo(mermaid(p) if graph == "mermaid" else dot(p), nl=False)
+        return
+    if as_sbatch:
+        for p, loaded in zip(plans, inputs.recipes, strict=True):
+            args = [str(Path(loaded.file).resolve())]
+            if loaded.variant:
+                args += ["--variant", loaded.variant]
+            if inputs.cluster_file:
+                args += ["--cluster-config", str(inputs.cluster_file.resolve())]
+            click.echo(sbatch_script(p, args), nl=False)
+        return
+    from srtd.cli._plan_view import render_plan
+
+    console = Console(
+        no_color=bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty(),
+        highlight=False,
+        width=None if sys.stdout.isatty() else 200,
+    )
+    for i, p in enumerate(plans):
+        if i:
+            console.print()
+        render_plan(p, console)

@@ -1,0 +1,117 @@
+"""The human view of a plan: nodes, then units by phase, then warnings."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from srtd.unit import HttpProbe, LogProbe, Plan, Readiness, TcpProbe, Unit, WorkerCountProbe
+
+
+def describe_readiness(ready: Readiness | None) -> str:
+    if ready is None:
+        return "started"
+    probe = ready.probe
+    if isinstance(probe, TcpProbe):
+        what = f"tcp {probe.node}:{probe.port}"
+    elif isinstance(probe, HttpProbe):
+        what = f"http {probe.node}:{probe.port}{probe.path} = {probe.status}"
+    elif isinstance(probe, LogProbe):
+        what = f"log /{probe.pattern}/"
+    else:
+        assert isinstance(probe, WorkerCountProbe)
+        what = (
+            f"workers {probe.node}:{probe.port}{probe.path} "
+            f"prefill>={probe.expect_prefill} decode>={probe.expect_decode}"
+        )
+    return f"{what} within {ready.timeout_seconds:g} s"
+
+
+def describe_restart(unit: Unit) -> str:
+    r = unit.restart
+    if r.policy.value == "never":
+        return "never"
+    return f"{r.policy.value} x{r.max_restarts} ({r.backoff_seconds:g}s..{r.max_backoff_seconds:g}s)"
+
+
+def command_line(unit: Unit) -> str:
+    text = shlex.join(unit.argv)
+    if unit.preamble:
+        text = unit.preamble.replace("\n", "; ") + "; exec " + text
+    return text
+
+
+def render_plan(plan: Plan, console: Console) -> None:
+    where = "local (this machine)" if plan.local else "Slurm"
+    console.print(Text(f"{plan.name}", style="bold"), Text(f"  job {plan.job_id} · {where} · logs {plan.log_dir}"))
+    if plan.variant:
+        console.print(f"variant: {plan.variant}")
+    nodes = Table(title="Nodes", title_justify="left", show_edge=False, box=None, pad_edge=False)
+    nodes.add_column("role", style="cyan")
+    nodes.add_column("nodes")
+    for role, names in plan.nodes.items():
+        nodes.add_row(role, ", ".join(names))
+    nodes.add_row("total", str(len(plan.allocation) - len(plan.nodes.get("unused", ()))))
+    console.print(nodes)
+    for phase in plan.phases:
+        members = [u for u in plan.units if u.phase == phase]
+        if not members:
+            continue
+        console.print()
+        console.print(Text(f"── {phase} ", style="bold magenta"))
+        for unit in members:
+            _render_unit(unit, console)
+    console.print()
+    budget = plan.teardown
+    tiers = ", ".join(f"tier {t}: {s:g} s" for t, s in budget.tiers.items())
+    console.print(
+        f"teardown: {budget.total_seconds:g} s ({tiers}); Slurm KillWait {budget.kill_wait_seconds:g} s", end=""
+    )
+    if budget.early_warning_seconds:
+        console.print(f"; early warning USR1 {budget.early_warning_seconds} s before the limit", end="")
+    console.print()
+    if plan.gate:
+        console.print(f"frontend gate: {plan.gate}")
+    if plan.hold:
+        console.print("runs until stopped (manual benchmark, no terminal unit)")
+    for path in plan.files:
+        console.print(f"writes: {path}")
+    if plan.warnings:
+        console.print()
+        for warning in plan.warnings:
+            console.print(Text(f"warning: {warning}", style="yellow"))
+
+
+def _render_unit(unit: Unit, console: Console) -> None:
+    head = Text("● ", style="green" if unit.critical else "dim")
+    head.append(unit.name, style="bold")
+    head.append(f"  {unit.kind.value} on {','.join(unit.nodes)}")
+    if unit.gpus:
+        head.append(f"  gpus {','.join(map(str, unit.gpus))}")
+    console.print(head)
+    facts = [f"tier {unit.tier}", "critical" if unit.critical else "non-critical"]
+    if unit.terminal:
+        facts.append("terminal")
+    facts.append(f"restart {describe_restart(unit)}")
+    if unit.ports:
+        facts.append("ports " + " ".join(f"{k}={v}" for k, v in unit.ports.items()))
+    console.print("    " + " · ".join(facts), highlight=False)
+    console.print(f"    ready: {describe_readiness(unit.readiness)}", highlight=False)
+    if unit.after:
+        waits = ", ".join(f"{e.unit} ({e.condition.value})" for e in unit.after[:6])
+        more = f" +{len(unit.after) - 6} more" if len(unit.after) > 6 else ""
+        console.print(f"    after: {waits}{more}", highlight=False)
+    env = {k: v for k, v in unit.env.items() if not k.startswith("SRTD_")}
+    if env:
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        console.print(f"    env: {shown}", highlight=False, soft_wrap=True)
+    if unit.implied_by:
+        console.print(f"    implied by: {unit.implied_by}", highlight=False)
+    if unit.container:
+        console.print(f"    image: {unit.container.image}", highlight=False)
+    if unit.run_timeout:
+        console.print(f"    killed after {unit.run_timeout:g} s", highlight=False)
+    console.print(Text("    $ ", style="dim") + Text(command_line(unit)), soft_wrap=True, highlight=False)
