@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,10 @@ from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
+# SRTD_* variables that are not settings: srtd sets them in every unit's
+# environment, and the test suite has its own namespace.
+RUNTIME_ENV = frozenset({CONFIG_ENV, "SRTD_JOB_ID", "SRTD_LOG_DIR", "SRTD_UNIT", "SRTD_ATTEMPT", "SRTD_REGEN_GOLDEN"})
+RESERVED_PREFIX = "SRTD_TEST_"
 FILE_NAME = "srtslurm.yaml"
 
 
@@ -121,6 +126,7 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
             raise ClusterConfigError(f"{path}:1: the cluster settings must be a YAML mapping")
         data = parsed
         _check_keys(data, positions)
+    _check_env(os.environ)
     try:
         return Cluster(**data), path
     except ValidationError as err:
@@ -135,6 +141,22 @@ def _check_keys(data: dict[str, Any], positions: Positions) -> None:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
             problems.append(str(positions.problem(f"unknown key {key!r}{hint}", (key,), prefer_key=True)))
+    if problems:
+        raise ClusterConfigError("\n".join(problems))
+
+
+def _check_env(environ: Mapping[str, str]) -> None:
+    """A mistyped SRTD_* variable is an error, like an unknown key in the file."""
+    fields = {f"SRTD_{name.upper()}" for name in Cluster.model_fields}
+    problems = []
+    for name in sorted(environ):
+        if not name.startswith("SRTD_") or name in RUNTIME_ENV or name.startswith(RESERVED_PREFIX):
+            continue
+        if name in fields or name.split("__")[0] in fields:
+            continue
+        close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.7)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        problems.append(f"{name}: not a cluster setting{hint}")
     if problems:
         raise ClusterConfigError("\n".join(problems))
 

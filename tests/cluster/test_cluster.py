@@ -287,6 +287,20 @@ def test_bad_env_override_of_a_key_the_file_also_sets_names_the_variable(
 def test_the_config_variable_itself_is_not_a_setting(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(isolated / "c.yaml", "cluster: a\n")
     monkeypatch.setenv(CONFIG_ENV, str(path))
-    monkeypatch.setenv("SRTD_SHARED", "/elsewhere")
+    monkeypatch.setenv("SRTD_TEST_SHARED", "/elsewhere")
+    monkeypatch.setenv("SRTD_JOB_ID", "42")
     cluster, found = load_cluster()
     assert (cluster.cluster, found) == ("a", path)
+
+
+def test_a_mistyped_variable_is_an_error_naming_it(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SRTD_DEFAULT_ACOUNT", "abc")
+    with pytest.raises(ClusterConfigError) as info:
+        load_cluster()
+    assert str(info.value) == "SRTD_DEFAULT_ACOUNT: not a cluster setting; did you mean SRTD_DEFAULT_ACCOUNT?"
+
+
+def test_nested_variables_of_a_known_setting_are_accepted(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SRTD_CONTAINERS__SGLANG", "/c/sglang.sqsh")
+    cluster, _ = load_cluster()
+    assert cluster.containers == {"sglang": "/c/sglang.sqsh"}
