@@ -5,7 +5,7 @@ Everything it does is timed from its start and can be recorded in a marker file
 from SRTD_ATTEMPT), so tests can check order, overlap and timing from the outside.
 
     --marker FILE           record start / signal / exit events
-    --say T:TEXT            print TEXT (one line) at T seconds
+    --say T:TEXT            print TEXT (one line) at T seconds; {attempt} is replaced
     --partial T:TEXT        write TEXT without a newline at T seconds
     --listen PORT[:T]       accept TCP connections on 127.0.0.1:PORT from T seconds
     --http PORT[:T]         serve HTTP on 127.0.0.1:PORT from T seconds
@@ -122,7 +122,7 @@ def main() -> None:
     actions: list[tuple[float, str, str]] = []
     for spec in args.say:
         at_s, text = spec.split(":", 1)
-        actions.append((float(at_s), "say", text))
+        actions.append((float(at_s), "say", text.replace("{attempt}", str(ATTEMPT))))
     for spec in args.partial:
         at_s, text = spec.split(":", 1)
         actions.append((float(at_s), "partial", text))
