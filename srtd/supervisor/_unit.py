@@ -42,6 +42,13 @@ if TYPE_CHECKING:
 KILL_REAP = 2.0  # real seconds to wait for a process after SIGKILL
 
 
+def ended(status: ExitStatus) -> str:
+    """`exited with exit code 3`, `was killed by SIGKILL`."""
+    if status.signal is not None:
+        return f"was {status.describe()}"
+    return f"exited with {status.describe()}"
+
+
 class Verdict(Enum):
     OK = "ok"
     WAIT = "wait"
@@ -336,7 +343,7 @@ class UnitRunner:
             self.succeeded = self.succeeded or status.code == 0
             before_ready = unit.readiness is not None and not self.ready_now
             failed = status.failed or before_ready
-            reason = f"exited with {status.describe()}" + (" before it was ready" if before_ready else "")
+            reason = ended(status) + (" before it was ready" if before_ready else "")
             self.emit(
                 UnitState.EXITED,
                 attempt=self.attempt,

@@ -203,7 +203,7 @@ async def test_worst_terminal_exit_code_wins_and_a_signal_counts_as_128_plus_n(t
     assert run.result.exit_code == 137
     assert run.result.state is JobState.FAILED
     assert run.result.culprit == "b"
-    assert run.result.reason == "terminal unit b exited with killed by SIGKILL"
+    assert run.result.reason == "terminal unit b was killed by SIGKILL"
     assert run.result.postmortem is not None
 
 
