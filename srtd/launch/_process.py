@@ -79,7 +79,13 @@ class ChildProcess:
         return self._finish(returncode)
 
     def poll(self) -> ExitStatus | None:
-        """The exit status if the child has ended (reaping it), else None.  Never blocks."""
+        """The exit status if the child has ended (reaping it), else None.  Never blocks.
+
+        While a task is inside `wait()` that task owns the reaping (and the pidfd it is
+        polling), so `poll` only reports what is already known.
+        """
+        if self._lock.locked():
+            return self.status
         return self._reap()
 
     async def wait(self) -> ExitStatus:

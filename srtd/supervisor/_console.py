@@ -84,7 +84,11 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     fields: dict[str, Any] = {}
     subject = event.unit if event.unit is not None else "job"
     message = f"{subject} {event.state}"
-    if event.state in ("exited", "stopped", "failed") and (event.exit_code is not None or event.signal is not None):
+    if (
+        event.unit is not None
+        and event.state in ("exited", "stopped", "failed")
+        and (event.exit_code is not None or event.signal is not None)
+    ):
         fields["exit"] = ExitStatus(event.exit_code, event.signal).describe()
     if event.attempt:
         fields["attempt"] = event.attempt
@@ -136,6 +140,7 @@ class TerminalConsole:
             highlight=False,
         )
         self._live: Live | None = None
+        self._broken = False
         self._log = structlog.wrap_logger(
             _Sink(self),
             processors=[
@@ -147,10 +152,28 @@ class TerminalConsole:
 
     def _line(self, text: str) -> None:
         if self.tty:
-            self._rich.print(Text.from_ansi(text))
+            self._print(Text.from_ansi(text))
         else:
-            self.stream.write(text + "\n")
+            self._write(text + "\n")
+
+    def _write(self, text: str) -> None:
+        # A console that went away (terminal closed, pipe reader gone) must never take
+        # the supervisor down with it, least of all during a teardown.
+        if self._broken:
+            return
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except (OSError, ValueError):
+            self._broken = True
+
+    def _print(self, renderable: Any, **kwargs: Any) -> None:
+        if self._broken:
+            return
+        try:
+            self._rich.print(renderable, **kwargs)
+        except (OSError, ValueError):
+            self._broken = True
 
     def event(self, event: Event) -> None:
         message, fields = event_message(event)
@@ -176,19 +199,27 @@ class TerminalConsole:
         for row in rows:
             took = f"{row.seconds:.0f} s" if row.seconds is not None else ""
             table.add_row(row.unit, row.state, took, row.waiting_on)
-        if self._live is None:
-            self._live = Live(table, console=self._rich, auto_refresh=False, transient=True)
-            self._live.start()
-        self._live.update(table, refresh=True)
+        if self._broken:
+            return
+        try:
+            if self._live is None:
+                self._live = Live(table, console=self._rich, auto_refresh=False, transient=True)
+                self._live.start()
+            self._live.update(table, refresh=True)
+        except (OSError, ValueError):
+            self._broken = True
 
     def _stop_live(self) -> None:
         if self._live is not None:
-            self._live.stop()
-            self._live = None
+            live, self._live = self._live, None
+            try:
+                live.stop()
+            except (OSError, ValueError):
+                self._broken = True
 
     def failure(self, text: str) -> None:
         self._stop_live()
-        self._rich.print(Text(text), soft_wrap=True)
+        self._print(Text(text), soft_wrap=True)
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         self._stop_live()
@@ -198,7 +229,7 @@ class TerminalConsole:
         for row in rows:
             ready = f"{row.ready_after:.1f} s" if row.ready_after is not None else "-"
             table.add_row(row.unit, row.node, row.state, str(row.restarts), row.exit, ready)
-        self._rich.print(table)
+        self._print(table)
 
     def close(self) -> None:
         self._stop_live()

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import anyio
+import pytest
+
+from srtd.events import Event
+from srtd.launch import FakeLauncher, FakeRun
+from srtd.supervisor import JobResult, TerminalConsole, supervise
+from srtd.supervisor._console import event_message
+from srtd.unit import Plan
+from tests.supervisor.test_logic import edge, fu, log_ready
+
+pytestmark = pytest.mark.anyio
+
+
+async def _run(tmp_path: Path, console: TerminalConsole) -> JobResult:
+    units = [
+        fu("etcd", readiness=log_ready()),
+        fu("w", after=[edge("etcd")]),
+        fu("bench", after=[edge("w")], terminal=True),
+    ]
+    plan = Plan(name="c", job_id="1", log_dir=str(tmp_path), nodes={}, allocation=("n1",), phases=("p",),
+                units=tuple(units))  # fmt: skip
+    script = {"etcd": FakeRun(lines=((0.4, "ready"),)), "bench": FakeRun(exit_after=0.1, code=2)}
+    with anyio.fail_after(10):
+        return await supervise(plan, FakeLauncher(script), console=console)
+
+
+async def test_plain_console_lines_progress_and_summary(tmp_path: Path) -> None:
+    out = io.StringIO()
+    result = await _run(tmp_path, TerminalConsole(out, tty=False, plain_interval=0.1))
+    assert result.exit_code == 2
+    text = out.getvalue()
+    assert "\x1b[" not in text  # no escapes when not a terminal
+    assert "etcd starting" in text
+    assert "w waiting" in text
+    assert "after='etcd (ready)'" in text
+    assert "still starting" in text
+    assert "w waiting: after etcd (ready)" in text
+    assert "bench failed" in text
+    assert "job failed: terminal unit bench exited with exit code 2" in text
+    assert "c: failed, exit code 2" in text  # the summary table's title
+    assert "restarts" in text
+
+
+async def test_tty_console_draws_a_live_view(tmp_path: Path) -> None:
+    out = io.StringIO()
+    result = await _run(tmp_path, TerminalConsole(out, tty=True))
+    assert result.exit_code == 2
+    text = out.getvalue()
+    assert "\x1b[" in text
+    assert "waiting on" in text  # the live table's header
+    assert "probe log /ready/" in text
+
+
+class Broken(io.StringIO):
+    def write(self, s: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+async def test_a_console_that_went_away_does_not_stop_the_supervisor(tmp_path: Path) -> None:
+    result = await _run(tmp_path, TerminalConsole(Broken(), tty=False, plain_interval=0.05))
+    assert result.exit_code == 2
+
+
+def test_event_messages() -> None:
+    exited = Event(seq=3, ts=0, unit="w", state="exited", exit_code=3, reason="boom", attempt=2)
+    assert event_message(exited) == ("w exited", {"exit": "exit code 3", "attempt": 2, "reason": "boom"})
+    ready = Event(seq=4, ts=0, unit="w", state="ready", detail={"seconds": 1.234})
+    assert event_message(ready) == ("w ready after 1.23 s", {})
+    job = Event(seq=9, ts=0, state="failed", exit_code=1, reason="w failed: boom")
+    assert event_message(job) == ("job failed", {"exit_code": 1, "reason": "w failed: boom"})
