@@ -1,7 +1,8 @@
 """One tailer per log file: complete lines to every consumer, as they are written.
 
 The tailer follows a path the way `tail -F` does.  Each `poll()` reads only the bytes
-appended since the last one (in 64 KiB chunks), splits them on newlines and hands out
+appended since the last one (in 64 KiB chunks, at most 4 MiB before yielding to the
+event loop), splits them on newlines and hands out
 complete lines only; an unterminated tail is kept (at most `max_partial` bytes, the
 newest ones) until its newline arrives.  A file that shrank below the read offset was
 truncated: reading starts again at 0.  A path that now names another inode was rotated:
@@ -37,6 +38,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 CHUNK = 64 * 1024
 MAX_PARTIAL = 64 * 1024
 POLL_INTERVAL = 0.05
+BURST = 4 * 1024 * 1024  # bytes read per tick before the event loop gets its turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +126,18 @@ class Tailer:
         self._fd = None
         self._ident = None
 
-    def _read_to_end(self) -> None:
+    def _read_to_end(self, limit: int | None = None) -> bool:
+        """Read what is there (at most `limit` bytes).  True if more is waiting."""
         assert self._fd is not None
-        while True:
+        done = 0
+        while limit is None or done < limit:
             data = os.pread(self._fd, self.chunk, self._offset)
             if not data:
-                return
+                return False
             self._offset += len(data)
+            done += len(data)
             self._split(data)
+        return True
 
     def _split(self, data: bytes) -> None:
         buf = self._partial + data
@@ -147,27 +153,30 @@ class Tailer:
             raw, self._partial = self._partial, b""
             self._publish(raw)
 
-    def poll(self) -> None:
-        """Read whatever has been appended; handle truncation and rotation.  Never blocks long."""
+    def poll(self, limit: int | None = None) -> bool:
+        """Read what has been appended (at most about `limit` bytes); handle truncation
+        and rotation.  True if more is waiting to be read."""
         if self._fd is None and not self._open():
-            return
+            return False
         assert self._fd is not None
         size = os.fstat(self._fd).st_size
         if size < self._offset:  # truncated in place
             self.generation += 1
             self._offset = 0
             self._partial = b""
-        self._read_to_end()
+        if self._read_to_end(limit):
+            return True  # a burst: the rest next time, after the loop had its turn
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return  # renamed away, nothing new yet: keep following the old file
+            return False  # renamed away, nothing new yet: keep following the old file
         if (st.st_dev, st.st_ino) != self._ident:  # rotated: the path is a new file
             self._flush_partial()
             self._close()
             self.generation += 1
             if self._open():
-                self._read_to_end()
+                return self._read_to_end(limit)
+        return False
 
     def rotate(self, target: Path) -> None:
         """Drain the current file, rename it to `target`, follow a fresh file from now on."""
@@ -182,11 +191,12 @@ class Tailer:
         """Poll until cancelled."""
         try:
             while True:
+                more = False
                 try:
-                    self.poll()
+                    more = self.poll(limit=BURST)
                 except OSError:
                     self._close()  # unreadable for now (NFS hiccup): start over next tick
-                await anyio.sleep(self.poll_interval)
+                await anyio.sleep(0 if more else self.poll_interval)
         finally:
             self._close()
 

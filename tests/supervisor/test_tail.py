@@ -150,3 +150,14 @@ def test_read_tail(tmp_path: Path) -> None:
     assert read_tail(path, 3) == ["line 97", "line 98", "line 99"]
     assert read_tail(path, 3, max_bytes=20) == ["line 98", "line 99"]
     assert read_tail(tmp_path / "missing.log") == []
+
+
+def test_a_burst_is_read_in_slices(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    tailer = Tailer(path, chunk=4)
+    got = Collect(tailer)
+    _append(path, b"aaaa\nbbbb\ncccc\n")
+    assert tailer.poll(limit=8) is True
+    assert got.texts == ["aaaa"]
+    assert tailer.poll(limit=8) is False
+    assert got.texts == ["aaaa", "bbbb", "cccc"]
