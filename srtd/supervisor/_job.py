@@ -103,6 +103,19 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(problems)
 
 
+def write_files(plan: Plan) -> None:
+    """The configuration files the plan generated (`plan.files`), written before any launch."""
+    for name, content in plan.files.items():
+        path = Path(name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".srtd-tmp")
+            tmp.write_text(content, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as e:
+            raise LaunchError(f"cannot write the generated file {path}: {e}") from e
+
+
 class Job:
     def __init__(
         self,
@@ -201,6 +214,7 @@ class Job:
             self.journal = Journal(self.log_dir / JOURNAL_NAME, [u.name for u in self.plan.units])
         except OSError as e:
             raise LaunchError(f"cannot write the log directory {self.log_dir}: {e}") from e
+        write_files(self.plan)
         self.journal.listen(self._on_event)
         self._started_at = self.clock.now()
         self.journal.emit(

@@ -522,3 +522,22 @@ async def test_invalid_plans_are_refused_before_anything_starts(tmp_path: Path) 
         await go(tmp_path, [fu("a", fatal_patterns=("(",))])
     with pytest.raises(PlanError, match="appears twice"):
         await go(tmp_path, [fu("a"), fu("a")])
+
+
+async def test_generated_files_are_written_before_any_launch(tmp_path: Path) -> None:
+    conf = tmp_path / "gen" / "nginx.conf"
+    plan = Plan(
+        name="files", job_id="1", log_dir=str(tmp_path / "logs"), nodes={}, allocation=("n1",), phases=("p",),
+        units=(fu("a"),), files={str(conf): "worker_processes 1;\n"},
+    )  # fmt: skip
+    seen: list[str] = []
+
+    class Spy(FakeLauncher):
+        async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> Any:
+            seen.append(conf.read_text())
+            return await super().start(unit, attempt=attempt, log_path=log_path)
+
+    with anyio.fail_after(10):
+        result = await supervise(plan, Spy(default=FakeRun(exit_after=0.1)), console=NullConsole())
+    assert result.exit_code == 0
+    assert seen == ["worker_processes 1;\n"]
