@@ -1045,3 +1045,21 @@ def test_validation_cases_cover_the_services_doc() -> None:
 
 def test_a_condition_enum_covers_what_plans_use() -> None:
     assert {c.value for c in Condition} == {"started", "ready", "succeeded"}
+
+
+def test_exporters_also_run_on_pool_nodes() -> None:
+    body = """\
+engine: sglang
+roles:
+  agg: {nodes: 1, workers: 1}
+frontend: {type: sglang-router, enable_multiple_frontends: false}
+services:
+  - {name: train, nodes: 2, command: [x]}
+"""
+    p = plan(body, head=HEAD_TACH)
+    assert [u.name for u in p.units if u.name.startswith("service_node-exporter")] == [
+        "service_node-exporter_node1",
+        "service_node-exporter_node2",
+        "service_node-exporter_node3",
+    ]
+    assert p.nodes["pool:train"] == ("node2", "node3")
