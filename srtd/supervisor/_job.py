@@ -238,6 +238,8 @@ class Job:
                     if self.console.progress_interval:
                         tg.start_soon(self._progress, self.console.progress_interval)
                     end = await self._decide()
+                    if end.state is JobState.FAILED:
+                        self._print_culprit(end)  # at once, not after the teardown
                     self.stopping = True
                     self.journal.emit(None, JobState.STOPPING, reason=end.reason)
                     await teardown(list(self.runners.values()), self.stop)
@@ -359,6 +361,13 @@ class Job:
             )
         return rows
 
+    def _print_culprit(self, end: _End) -> None:
+        culprit = end.culprit
+        fatal = self.first_fatal[1] if self.first_fatal and culprit == self.first_fatal[0] else None
+        log = self.runners[culprit].log_path if culprit in self.runners else None
+        view = self.journal.view
+        self.console.failure(culprit_block(reason=end.reason, culprit=culprit, view=view, fatal_line=fatal, log=log))
+
     def _report(self, end: _End) -> JobResult:
         view = self.journal.view
         journal_path = self.log_dir / JOURNAL_NAME
@@ -366,11 +375,6 @@ class Job:
         postmortem: Path | None = None
         if end.state is JobState.FAILED:
             culprit = end.culprit
-            fatal = self.first_fatal[1] if self.first_fatal and culprit == self.first_fatal[0] else None
-            log = self.runners[culprit].log_path if culprit in self.runners else None
-            self.console.failure(
-                culprit_block(reason=end.reason, culprit=culprit, view=view, fatal_line=fatal, log=log)
-            )
             failed = [r for r in self.runners.values() if r.state is UnitState.FAILED or r.name == culprit]
             try:
                 postmortem = write_postmortem(

@@ -42,8 +42,10 @@ def culprit_block(
         unit = view.units.get(culprit)
         if fatal_line is not None:
             out.append(f"culprit: {culprit}, fatal log line: {fatal_line}")
-        elif unit is not None:
+        elif unit is not None and (unit.exit_code is not None or unit.signal is not None):
             out.append(f"culprit: {culprit}, {_exit_text(unit.exit_code, unit.signal)}")
+        elif unit is not None:
+            out.append(f"culprit: {culprit}, {unit.reason or unit.state.value}")
         if log is not None:
             tail = read_tail(log, lines)
             out.append(f"last {len(tail)} lines of {log}:")
