@@ -87,7 +87,10 @@ class Engine:
         """How to tell one worker serves: its own /health (Dynamo's system port, or its HTTP port)."""
         if not proc.is_leader:
             return None
-        port = proc.ports.get("sys") if mode.launch == "dynamo" else proc.ports.get("http")
+        if mode.launch == "dynamo":
+            port = proc.ports.get("sys")
+        else:
+            port = mode.public_port or proc.ports.get("http")
         if port is None:
             return None
         check = ctx.recipe.health_check
@@ -126,7 +129,7 @@ class Engine:
         return [*flags(args, lists=self.list_style), *ctx.recipe.roles[role].extra_args]
 
     def served_model_name(self, ctx: PlanContext, role: str) -> str:
-        return served_model_name(ctx.recipe, role, ctx.model_path)
+        return served_model_name(ctx.recipe, role, ctx.model_host_path)
 
     # ------------------------------------------------------------------ units
 
@@ -252,6 +255,9 @@ def served_model_name(recipe: Recipe, role: str | None, model_path: str) -> str:
     named = getattr(engine, "served_model_name", None)
     if isinstance(named, str):
         return named
+    # the checkpoint directory's name (an hf: id keeps its repo path)
+    if model_path.startswith("hf:"):
+        return model_path[3:]
     return posixpath.basename(model_path.rstrip("/")) or model_path
 
 

@@ -126,7 +126,8 @@ class VLLM(Engine):
             argv = [binary, "serve", ctx.model_path, "--host", "0.0.0.0"]
         if http and mode.launch == "direct":
             argv += ["--port", str(http)]
-        argv += _disagg_mode(role) if mode.disaggregated else []
+        if mode.launch == "dynamo" and mode.disaggregated:
+            argv += _disagg_mode(role)  # `vllm serve` tells roles apart by its KV connector alone
         args = ctx.recipe.roles[role].args
         connector = self.connector(ctx, cfg, role)
         if mode.disaggregated and connector and "kv-transfer-config" not in args:
@@ -249,7 +250,10 @@ class Mocker(Engine):
     owned_flags = frozenset({"model-path", "model-name", "disaggregation-mode", "bootstrap-ports"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
-        return PortPlan(every=(SYS,), per_role={"prefill": (BOOTSTRAP,)})
+        cfg = recipe.engine_for(role)
+        workers = cfg.num_workers if isinstance(cfg, MockerEngine) else 1
+        # one bootstrap port per simulated engine of the process
+        return PortPlan(every=(SYS,), per_role={"prefill": (BOOTSTRAP,)}, sizes={BOOTSTRAP.name: workers})
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
         assert isinstance(cfg, MockerEngine)
@@ -281,7 +285,8 @@ class Mocker(Engine):
             argv += ["--preemption-mode", cfg.preemption_mode]
         argv += _disagg_mode(role) if mode.disaggregated else []
         if role == "prefill" and "bootstrap" in proc.ports:
-            argv += ["--bootstrap-ports", str(proc.ports["bootstrap"])]
+            first = proc.ports["bootstrap"]
+            argv += ["--bootstrap-ports", ",".join(str(first + i) for i in range(cfg.num_workers))]
         return argv + self.role_flags(ctx, role, {"node": proc.node})
 
 

@@ -23,6 +23,7 @@ class FrontendPlan:
     gate: str | None  # unit name whose readiness is the frontend gate
     node: str | None  # public endpoint
     port: int | None
+    gate_readiness: Readiness | None = None  # direct frontends: the probe their worker gets
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from srtd.frontends._base import (
     worker_url,
 )
 from srtd.recipe import Recipe
-from srtd.topology import BOOTSTRAP
+from srtd.topology import BOOTSTRAP, NIXL, Process
 from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
 
 
@@ -157,8 +157,9 @@ class _StaticRouter(_Replicated):
             argv.append(self.pd_flag)
             for proc in leaders(ctx, "prefill"):
                 argv += ["--prefill", worker_url(ctx, proc)]
-                if BOOTSTRAP.name in proc.ports:
-                    argv.append(str(proc.ports[BOOTSTRAP.name]))
+                extra = self.prefill_port(proc)
+                if extra is not None:
+                    argv.append(str(extra))
             for proc in leaders(ctx, "decode"):
                 argv += ["--decode", worker_url(ctx, proc)]
         else:
@@ -169,6 +170,10 @@ class _StaticRouter(_Replicated):
 
     def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
         return router_gate(node, port, self.expectations(ctx))
+
+    def prefill_port(self, proc: Process) -> int | None:
+        """The port advertised next to a prefill URL: SGLang's bootstrap port."""
+        return proc.ports.get(BOOTSTRAP.name)
 
 
 @register_frontend("sglang-router")
@@ -197,6 +202,11 @@ class VLLMRouter(_StaticRouter):
     description = "the vLLM router in front of vLLM servers; command line not verified on hardware"
     engines = frozenset({"vllm"})
     executable = ("vllm-router",)
+    pd_flag = "--vllm-pd-disaggregation"
+
+    def prefill_port(self, proc: Process) -> int | None:
+        # KV moves over NIXL: the router hands decode the prefill's side-channel port
+        return proc.ports.get(NIXL.name)
 
 
 @register_frontend("atomesh")
@@ -244,6 +254,7 @@ class _Direct(Frontend):
         return WorkerMode("direct", False, public_port=8000)
 
     def gate_probe(self, node: str, port: int) -> Any:
+        # a direct server answers /health before it serves; /v1/models lists the model once it does
         return models_gate(node, port)
 
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
@@ -254,7 +265,8 @@ class _Direct(Frontend):
                 f"{count} workers; use a router frontend (sglang-router, vllm-router, dynamo) for several"
             )
         leader = next(u for u in workers if u.readiness is not None or u.ports.get("http"))
-        return FrontendPlan((), leader.name, leader.node, 8000)
+        gate = self.gate_readiness(ctx, self.gate_probe(leader.node, 8000))
+        return FrontendPlan((), leader.name, leader.node, 8000, gate)
 
 
 @register_frontend("sglang")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
@@ -120,8 +121,11 @@ def build_plan(
     frontend = get_frontend(recipe.frontend.type)
     if frontend is None:
         raise PlanError(f"unknown frontend {recipe.frontend.type!r}")
-    engines = {role: recipe.engine_for(role) for role in recipe.roles}
-    rows: dict[str, Engine] = {r: engine_row(c) for r, c in engines.items() if c is not None}
+    rows: dict[str, Engine] = {}
+    for role in recipe.roles:
+        cfg = recipe.engine_for(role)
+        if cfg is not None:
+            rows[role] = engine_row(cfg)
     services = effective_services(recipe, [frontend, *dict.fromkeys(rows.values())], local=local)
     gpn = gpus_per_node(recipe, cluster)
     nodemap = carve(_needs(recipe, services, frontend, gpn), nodes)
@@ -137,39 +141,14 @@ def build_plan(
         ports=PortAllocator(local=local, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}),
     )
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
-    _place_workers(ctx, rows, mode or WorkerMode("direct", recipe.disaggregated))
+    mode = mode or WorkerMode("direct", recipe.disaggregated)
+    _place_workers(ctx, rows, mode)
     services = _skip_unrunnable(ctx, services)
     _discovery(ctx, services)
-
-    units: list[Unit] = []
-    containers = _service_images(recipe, services)
-    for phase in ("infra", "before_workers"):
-        for eff in services:
-            if eff.start == phase and eff.external is None:
-                units += service_units(ctx, eff, containers)
-    workers: list[Unit] = []
-    for role in ROLE_ORDER:
-        cfg = engines.get(role)
-        if cfg is None:
-            continue
-        for endpoint in ctx.endpoints.get(role, []):
-            workers += rows[role].units(ctx, cfg, role, endpoint, mode or WorkerMode("direct", False))
-    units += workers
-    fplan = frontend.plan(ctx, workers)
-    units += fplan.units
-    for eff in services:
-        if eff.start == "after_frontend" and eff.external is None:
-            units += service_units(ctx, eff, containers)
-    bench = benchmark_unit(ctx, BenchmarkTarget(fplan.node, fplan.port), _bench_node(ctx))
-    if bench is not None:
-        # The benchmark needs the gate itself, not only what came after it.
-        gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
-        units.append(bench.model_copy(update={"after": gate}))
-
+    units, bench = _units(ctx, frontend, rows, services, mode)
     _check_unique_names(units)
     units = with_phase_edges(units)
-    wanted = {s.name: s.config.after for s in services if s.config.after}
-    units = with_explicit_edges(units, wanted, {s.name for s in services})
+    units = with_explicit_edges(units, _service_edges(services), {s.name for s in services})
     units = start_order(units)
     _check_ports(ctx, units)
     teardown = _teardown(cluster, units, local)
@@ -178,7 +157,7 @@ def build_plan(
             f"teardown needs up to {teardown.total_seconds:g} s but the early warning gives "
             f"{teardown.early_warning_seconds} s; raise early_warning_seconds in the cluster settings"
         )
-    hold = bench is None and not any(u.terminal for u in units)
+    hold = bench.unit is None and not any(u.terminal for u in units)
     return Plan(
         name=recipe.name,
         recipe=loaded.file if loaded else None,
@@ -191,13 +170,73 @@ def build_plan(
         addresses={n: ctx.address(n) for n in nodemap.allocation},
         phases=PHASES,
         units=tuple(units),
-        gate=fplan.gate,
+        gate=bench.gate,
         hold=hold,
         teardown=teardown,
         sbatch=None if local else _sbatch(recipe, cluster, nodemap, gpn, teardown),
         files=dict(sorted(ctx.files.items())),
         warnings=tuple(ctx.warnings),
     )
+
+
+@dataclass(frozen=True)
+class _Ends:
+    gate: str | None
+    unit: Unit | None  # the benchmark
+
+
+def _units(
+    ctx: PlanContext, frontend: Frontend, rows: dict[str, Engine], services: list[EffectiveService], mode: WorkerMode
+) -> tuple[list[Unit], _Ends]:
+    """Every unit, phase by phase, before edges: services, workers, frontend, services, benchmark."""
+    units: list[Unit] = []
+    containers = _service_images(ctx.recipe, services)
+    for phase in ("infra", "before_workers"):
+        units += [
+            u
+            for eff in services
+            if eff.start == phase and eff.external is None
+            for u in service_units(ctx, eff, containers)
+        ]
+    workers: list[Unit] = []
+    for role in ROLE_ORDER:
+        cfg = ctx.recipe.engine_for(role) if role in ctx.recipe.roles else None
+        if cfg is None:
+            continue
+        for endpoint in ctx.endpoints.get(role, []):
+            workers += rows[role].units(ctx, cfg, role, endpoint, mode)
+    fplan = frontend.plan(ctx, workers)
+    if fplan.gate_readiness is not None:
+        # A direct frontend's gate is its one worker: probe it the frontend's way.
+        workers = [
+            w.model_copy(update={"readiness": fplan.gate_readiness}) if w.name == fplan.gate else w for w in workers
+        ]
+    units += workers
+    units += fplan.units
+    units += [
+        u
+        for eff in services
+        if eff.start == "after_frontend" and eff.external is None
+        for u in service_units(ctx, eff, containers)
+    ]
+    bench = benchmark_unit(ctx, BenchmarkTarget(fplan.node, fplan.port), _bench_node(ctx))
+    if bench is not None:
+        # The benchmark needs the gate itself, not only what came after it.
+        gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
+        bench = bench.model_copy(update={"after": gate})
+        units.append(bench)
+    return units, _Ends(fplan.gate, bench)
+
+
+def _service_edges(services: list[EffectiveService]) -> dict[str, tuple[str, ...]]:
+    """`after:` of each service, plus what its kind waits for (a store waits for its master)."""
+    wanted: dict[str, tuple[str, ...]] = {}
+    for eff in services:
+        implied = tuple(o.name for o in services if o.kind.name in eff.kind.waits_for and o.external is None)
+        targets = tuple(dict.fromkeys((*eff.config.after, *implied)))
+        if targets and eff.external is None:
+            wanted[eff.name] = targets
+    return wanted
 
 
 def _place_workers(ctx: PlanContext, rows: dict[str, Engine], mode: WorkerMode) -> None:

@@ -180,7 +180,8 @@ class ServiceConfig(Section):
             if self.nodes is not None:
                 rules.add("placement.pool", "a service that owns nodes runs on its own pool")
         if placement.per == "worker":
-            if placement.node not in WORKER_PLACEMENTS:
+            # Without a written node the kind's default placement decides (checked with the kinds).
+            if self.placement_node is not None and self.placement_node not in WORKER_PLACEMENTS:
                 rules.add(
                     "placement.per",
                     f"`per: worker` needs placement.node prefill, decode, agg or workers, not {placement.node!r}",

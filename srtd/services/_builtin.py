@@ -154,6 +154,7 @@ class MooncakeMaster(ServiceKind):
 @register_service("mooncake-store")
 class MooncakeStore(ServiceKind):
     description = "a standalone Mooncake store that owns a node's DRAM segment"
+    waits_for = ("mooncake-master",)  # a store registers with the master when it starts
     default_start = "before_workers"
     default_critical = True
     default_placement = "workers"
@@ -329,10 +330,11 @@ class GpuMemoryService(ServiceKind):
         return Readiness(probe=LogProbe(pattern="GMS ready:"), timeout_seconds=120)
 
 
-def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...]) -> dict[str, object]:
+def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], placement: str) -> dict[str, object]:
     """The names a service's command, args, env and preamble may use."""
     nodes = ctx.nodes
     values: dict[str, object] = {
+        "role": placement,
         "node": inst.node,
         "node_ip": ctx.address(inst.node),
         "node_id": inst.node_id,

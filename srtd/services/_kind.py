@@ -53,6 +53,7 @@ class ServiceKind:
     fixed_ports: ClassVar[dict[str, int]] = {}  # listener name -> port ("port" option overrides "main")
     readiness_ports: ClassVar[tuple[str, ...]] = ()  # default readiness: TCP on these
     readiness_timeout: ClassVar[int] = 120
+    waits_for: ClassVar[tuple[str, ...]] = ()  # kinds whose services must be ready first
     discovery_var: ClassVar[str | None] = None  # the variable that points others at this service
     discovery_format: ClassVar[str] = "{address}:{port}"
 

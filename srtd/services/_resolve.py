@@ -145,6 +145,16 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
                 known = ", ".join(sorted(kind.option_keys)) or "none"
                 problems.append((f"{path}.options.{key}", f"unknown option for {kind.name} (known: {known})"))
         problems.extend((f"{path}.{rel}", msg) for rel, msg in kind.validate(svc))
+        per = svc.placement.per if svc.placement is not None else kind.default_per
+        placed = node or kind.default_placement
+        if per == "worker" and node is None and placed not in ("prefill", "decode", "agg", "workers"):
+            problems.append(
+                (
+                    f"{path}.placement.per",
+                    f"`per: worker` needs placement.node prefill, decode, agg or workers; "
+                    f"{kind.name} runs on {placed!r} unless told otherwise",
+                )
+            )
         if svc.enabled and kind.name == "mooncake-master":
             masters.append(i)
         if svc.enabled and kind.supports_dedicated and kind.name != "mooncake-master":

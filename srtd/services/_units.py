@@ -128,7 +128,7 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
         source_edge = (Edge(unit=units[-1].name, condition=Condition.SUCCEEDED),)
     pool = ctx.nodes.pools.get(eff.pool, ()) if eff.pool else tuple(i.node for i in insts)
     for inst in insts:
-        values = placeholder_values(ctx, inst, pool)
+        values = placeholder_values(ctx, inst, pool, eff.placement)
         argv = [render(a, values) for a in (*kind.command(ctx, svc, inst), *svc.args)]
         env: dict[str, str] = {}
         if svc.inherit_discovery_env and kind.inherits_discovery:

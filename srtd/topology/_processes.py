@@ -38,6 +38,7 @@ class PortPlan:
     every: Sequence[PortKind] = ()
     leader: Sequence[PortKind] = ()
     per_role: dict[str, Sequence[PortKind]] = field(default_factory=dict)  # role -> leader-only kinds
+    sizes: dict[str, int] = field(default_factory=dict)  # kind -> ports per allocation (one per engine)
 
 
 def processes_of(endpoint: Endpoint, ports: PortPlan, allocator: PortAllocator) -> list[Process]:
@@ -48,6 +49,6 @@ def processes_of(endpoint: Endpoint, ports: PortPlan, allocator: PortAllocator) 
         if rank == 0:
             kinds += [*ports.leader, *ports.per_role.get(endpoint.role, ())]
         for kind in kinds:
-            assigned[kind.name] = allocator.next(kind, node)
+            assigned[kind.name] = allocator.next(kind, node, ports.sizes.get(kind.name, 1))
         out.append(Process(endpoint, node, rank, assigned))
     return out

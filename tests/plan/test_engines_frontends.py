@@ -331,12 +331,6 @@ frontend: {type: vllm-router, enable_multiple_frontends: false}
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vllm-router's vLLM prefill/decode mode is `--vllm-pd-disaggregation` (mutually exclusive with "
-    "the SGLang-style `--pd-disaggregation`); srt-slurm's examples/vllm/vllm-router-disagg.yaml launches "
-    "the router with `--vllm-pd-disaggregation`; srtd writes `--pd-disaggregation`",
-)
 def test_vllm_router_disaggregated_uses_the_vllm_pd_mode() -> None:
     body = """\
 engine: {type: vllm, connector: nixl}
@@ -580,7 +574,7 @@ def test_mocker_flags_are_dynamo_1_6_1_flags() -> None:
     p = plan(MOCKER.format(workers=1))
     assert mocker_options(p.unit("prefill_0_node1").argv) == [
         ("--model-path", "/model"),
-        ("--model-name", "model"),  # basename of the model as the step sees it
+        ("--model-name", "m"),  # the checkpoint directory's name on the host
         ("--engine-type", "sglang"),
         ("--speedup-ratio", "10"),
         ("--decode-speedup-ratio", "2"),
@@ -605,7 +599,7 @@ def test_mocker_flags_are_dynamo_1_6_1_flags() -> None:
     plain = plan("engine: mocker\nroles:\n  agg: {nodes: 1, workers: 1}\nfrontend: {type: dynamo}\n")
     assert mocker_options(plain.unit("agg_0_node1").argv) == [
         ("--model-path", "/model"),
-        ("--model-name", "model"),  # basename of the model as the step sees it
+        ("--model-name", "m"),  # the checkpoint directory's name on the host
         ("--engine-type", "vllm"),
         ("--speedup-ratio", "100"),
         ("--num-gpu-blocks-override", "16384"),
@@ -623,12 +617,6 @@ def test_mocker_gate_counts_every_registration() -> None:
     assert (gate.probe.expect_prefill, gate.probe.expect_decode) == (6, 6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a prefill mocker with num_workers: N gets one --bootstrap-ports port, but ai-dynamo 1.6.1's "
-    "dynamo.mocker requires exactly N comma-separated ports ('--bootstrap-ports must have exactly "
-    "--num-workers (N) ports') and exits at startup",
-)
 def test_mocker_bootstrap_ports_one_per_mocker_worker() -> None:
     argv = plan(MOCKER.format(workers=2)).unit("prefill_0_node1").argv
     ports = argv[argv.index("--bootstrap-ports") + 1].split(",")
@@ -800,11 +788,6 @@ def test_a_direct_server_is_the_gate(frontend: str) -> None:
     assert worker.argv[worker.argv.index("--port") + 1] == "8000"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a direct server binds port 8000, but its readiness (the job's gate) probes its allocated "
-    "http port 6100: Engine.readiness reads proc.ports, not the public port, so the gate never passes",
-)
 @pytest.mark.parametrize(("engine", "frontend"), [("sglang", "sglang"), ("vllm", "vllm"), ("trtllm", "trtllm_serve")])
 def test_a_direct_server_gate_probes_the_port_it_binds(engine: str, frontend: str) -> None:
     body = f"engine: {engine}\nroles:\n  agg: {{nodes: 1, workers: 1}}\nfrontend: {{type: {frontend}}}\n"
@@ -816,12 +799,6 @@ def test_a_direct_server_gate_probes_the_port_it_binds(engine: str, frontend: st
     assert getattr(worker.readiness.probe, "port", None) == 8000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a direct vLLM/SGLang server is ready when /v1/models lists a model (srtctl-behaviour.md §6: "
-    "/health 200 then a non-empty /v1/models); srtd's gate is the worker's /health only, and "
-    "frontends.models_gate is never used",
-)
 @pytest.mark.parametrize("frontend", ["sglang", "vllm"])
 def test_a_direct_server_gate_waits_for_v1_models(frontend: str) -> None:
     body = f"engine: {frontend}\nroles:\n  agg: {{nodes: 1, workers: 1}}\nfrontend: {{type: {frontend}}}\n"

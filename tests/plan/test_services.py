@@ -331,12 +331,6 @@ services:
     assert worker.env["MOONCAKE_LOCAL_HOSTNAME"] == "10.0.0.2"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a mooncake-store does not wait for the mooncake-master it connects to: both are "
-    "before_workers units started concurrently (srt-slurm-services.md: 'Stores start after the master "
-    "is healthy and before workers')",
-)
 def test_mooncake_stores_wait_for_the_master() -> None:
     body = (
         PD
@@ -398,11 +392,6 @@ def test_unknown_and_json_braces_are_left_alone() -> None:
     assert env["UNKNOWN"] == "{nope} {NODE} {node1}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="{role} (the placement.node value) is a documented service placeholder "
-    "(srt-slurm-services.md placeholder list; srtctl-behaviour.md §4.5) but is not substituted",
-)
 def test_role_placeholder_is_the_placement() -> None:
     body = ROUTER_2 + "services:\n  - {name: r, placement: {node: agg}, command: [echo, '{role}']}\n"
     assert plan(body).unit("service_r_node1").argv == ("echo", "agg")
@@ -443,12 +432,6 @@ services:
     assert units[0].readiness.probe == LogProbe(pattern="watching")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`placement: {per: worker}` without `node` is refused with \"not 'head'\" even for kinds whose "
-    "default placement is `workers` (mooncake-store, lmcache-server, gms): the loader checks the model "
-    "default of placement.node instead of the written value or the kind's default (srtctl-behaviour.md §4.4, §4.9)",
-)
 def test_per_worker_on_a_kind_that_defaults_to_workers_needs_no_node() -> None:
     body = (
         AGG
