@@ -9,7 +9,6 @@ computes each of those once, so no row recomputes (or disagrees about) them.
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -125,8 +124,8 @@ class PlanContext:
         return LOGS_IN_CONTAINER if self.containerized else self.log_dir
 
     def log(self, stem: str) -> str:
-        """Where a unit's log goes on the host running srtd."""
-        return posixpath.join(self.log_dir, f"{stem}.out")
+        """A unit's log file, relative to the log directory."""
+        return f"{stem}.out"
 
     # ------------------------------------------------------------------ env
 

@@ -126,8 +126,10 @@ class JobView(BaseModel):
         if view.state is UnitState.READY and view.ready_at is None:
             view.ready_at = event.ts
         if view.state in (UnitState.EXITED, *FINAL_UNIT_STATES):
-            view.exit_code = event.exit_code if event.exit_code is not None else view.exit_code
-            view.signal = event.signal if event.signal is not None else view.signal
+            if event.exit_code is not None or event.signal is not None:
+                # how this attempt ended, not an earlier one
+                view.exit_code = event.exit_code
+                view.signal = event.signal
             view.ended_at = event.ts
         if event.reason is not None:
             view.reason = event.reason

@@ -24,7 +24,22 @@ import httpx
 from srtd.unit import Count, HttpProbe, LogProbe, Probe, TcpProbe, WorkerCountProbe
 
 ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
-FIRST_PROBE_DELAY = 0.05  # then doubling up to the unit's interval
+FIRST_PROBE_DELAY = 0.05  # then doubling up to QUICK_PROBE_DELAY
+QUICK_PROBE_DELAY = 0.25  # the pace during the unit's first interval
+
+
+def probe_delay(previous: float | None, elapsed: float, interval: float) -> float:
+    """How long to wait before the next attempt.
+
+    A fresh unit is probed quickly (50 ms, doubling to 250 ms) during its first
+    `interval` seconds, so a server that is up in 0.6 s is seen at 0.6 s, not at
+    the interval; after that, every `interval` seconds, as the recipe asks.
+    """
+    if elapsed >= interval:
+        return interval
+    if previous is None:
+        return min(FIRST_PROBE_DELAY, interval)
+    return min(previous * 2, QUICK_PROBE_DELAY, max(interval - elapsed, FIRST_PROBE_DELAY))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from srtd.errors import LaunchError
 from srtd.events import FINAL_UNIT_STATES, Event, UnitState
 from srtd.launch import ExitStatus, Handle, signal_name
 from srtd.supervisor._clock import within
-from srtd.supervisor._probes import FIRST_PROBE_DELAY, check, describe
+from srtd.supervisor._probes import check, describe, probe_delay
 from srtd.supervisor._restart import RestartTracker, rotated_log
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import Condition, Edge, LogProbe, Readiness, Unit
@@ -293,14 +293,15 @@ class UnitRunner:
                 await self._ready_event.wait()
                 return
             host = self.job.launcher.address(probe.node)
-            delay = min(FIRST_PROBE_DELAY, readiness.interval_seconds)
+            began = clock.now()
+            delay: float | None = None
             while not self.ready_now:
                 result = await check(probe, host=host, client=self.job.http)
                 if result.ok:
                     return
                 self.last_probe = result.detail
+                delay = probe_delay(delay, clock.now() - began, readiness.interval_seconds)
                 await clock.sleep(delay)
-                delay = min(delay * 2, readiness.interval_seconds)
 
         if await within(clock, readiness.timeout_seconds, until_ready):
             self._mark_ready()

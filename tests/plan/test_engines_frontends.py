@@ -165,7 +165,7 @@ def test_sglang_under_dynamo() -> None:
     assert decode.readiness.probe == HttpProbe(node="node2", port=7502, path="/health")
     assert (decode.readiness.timeout_seconds, decode.readiness.interval_seconds) == (1800.0, 10.0)
     assert (decode.terminate_timeout, decode.tier, decode.critical) == (30.0, 0, True)
-    assert decode.log == "outputs/local/logs/node2_decode_w0.out"
+    assert decode.log == "node2_decode_w0.out"  # relative to the log dir
     assert decode.container is not None
     assert decode.container.image == "img.sqsh"
     assert decode.container.mounts == {"outputs/local/logs": "/logs", "/models/m": "/model"}
@@ -213,7 +213,7 @@ def test_sglang_direct_behind_the_sglang_router() -> None:
         "http://node2:6100",
     )
     assert router.srun.mpi is None
-    assert (router.terminate_timeout, router.log) == (20.0, "outputs/local/logs/node1_frontend_0.out")
+    assert (router.terminate_timeout, router.log) == (20.0, "node1_frontend_0.out")
 
 
 def test_sglang_router_aggregated_takes_worker_urls_and_its_args() -> None:

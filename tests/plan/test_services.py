@@ -468,7 +468,7 @@ services:
         "service_each_agg_1_node2",
     ]
     single = plan(body).unit("service_one")
-    assert single.log == "outputs/local/logs/service_one.out"
+    assert single.log == "service_one.out"
     assert single.nodes == ("node1",)
 
 

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from srtd.cli._inputs import plan_options, read_inputs
+from srtd.cli._main import cli
+from srtd.errors import LaunchError, PlanError, UsageError
+from srtd.unit import Plan
+
+
+def _load_plan_file(path: Path) -> Plan:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        return Plan.loads(text)
+    except ValueError as err:
+        first = str(err).splitlines()[0]
+        raise PlanError(f"{path}: not a plan written by srtd plan --json ({first})") from None
+
+
+def _local_job_id() -> str:
+    return "local-" + time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def _prepare_log_dir(plan: Plan) -> Path:
+    log_dir = Path(plan.log_dir)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LaunchError(f"cannot create the log directory {log_dir}: {err.strerror}") from None
+    if (log_dir / "events.jsonl").exists():
+        raise LaunchError(f"{log_dir} already holds a job's journal; give another --log-dir or --job-id")
+    if not os.access(log_dir, os.W_OK):
+        raise LaunchError(f"the log directory {log_dir} is not writable")
+    (log_dir / "plan.json").write_text(plan.dumps(), encoding="utf-8")
+    return log_dir
+
+
+def _local_path() -> None:
+    # Units say `python3`; on this machine that must be the interpreter srtd runs
+    # in (its venv), so the toy stack and friends are importable.
+    here = str(Path(sys.executable).parent)
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    if parts[:1] != [here]:
+        os.environ["PATH"] = os.pathsep.join([here, *parts])
+
+
+@cli.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@plan_options
+def run(
+    recipe: Path,
+    variant: str | None,
+    nodes_text: str | None,
+    cluster_config: Path | None,
+    local: bool,
+    job_id: str | None,
+    log_dir: str | None,
+) -> None:
+    """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
+
+    Inside a Slurm allocation each unit is a named Slurm step; with --local, or
+    outside an allocation, everything runs on this machine.  Logs, the event
+    journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
+    SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
+    """
+    from srtd.launch import LocalLauncher
+    from srtd.plan import build_plan
+    from srtd.supervisor import run as supervise
+
+    in_allocation = bool(os.environ.get("SLURM_JOB_ID"))
+    local = local or not in_allocation
+    if not local:
+        raise LaunchError(
+            "inside a Slurm allocation srtd launches units as Slurm steps, which this release cannot do yet; "
+            "run with --local to use this machine only"
+        )
+    if recipe.suffix == ".json":
+        plan = _load_plan_file(recipe)
+        if not plan.local:
+            raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
+    else:
+        inputs = read_inputs(
+            recipe,
+            variant=variant,
+            nodes_text=nodes_text,
+            cluster_config=cluster_config,
+            local=True,
+            job_id=job_id,
+            log_dir=log_dir,
+            default_job_id=_local_job_id(),
+        )
+        if len(inputs.recipes) > 1:
+            names = ", ".join(r.variant or "?" for r in inputs.recipes)
+            raise UsageError(f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant")
+        # Resolve the log dir first so every path in the plan is absolute.
+        draft = build_plan(inputs.recipes[0], inputs.cluster, job_id=inputs.job_id, local=True, log_dir=log_dir)
+        plan = build_plan(
+            inputs.recipes[0],
+            inputs.cluster,
+            job_id=inputs.job_id,
+            local=True,
+            log_dir=str(Path(draft.log_dir).resolve()),
+        )
+    log_path = _prepare_log_dir(plan)
+    _local_path()
+    code = supervise(plan, LocalLauncher(), log_dir=log_path)
+    raise SystemExit(code)

@@ -1,0 +1,111 @@
+"""`srtd run` on this machine, the way a user runs it: the demo, a killed worker, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from srtd.events import Event
+from tests.supervisor.helpers import assert_no_leftovers, check_journal
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "recipes" / "local" / "demo.yaml"
+RESTART = REPO / "recipes" / "local" / "restart.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def srtd(*args: str, **kwargs: object) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "srtd", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
+
+
+def events(log_dir: Path) -> list[Event]:
+    path = log_dir / "events.jsonl"
+    if not path.exists():
+        return []
+    return [Event.from_line(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(log_dir: Path, predicate: object, timeout: float = 60.0) -> list[Event]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = events(log_dir)
+        if predicate(seen):  # type: ignore[operator]
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"timed out; journal: {[(e.unit, e.state) for e in events(log_dir)]}")
+
+
+def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    proc = srtd("run", str(DEMO), "--log-dir", str(log_dir))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    journal = check_journal(log_dir / "events.jsonl", [])
+    assert journal[-1].state == "succeeded"
+    assert journal[-1].exit_code == 0
+    units = {e.unit for e in journal if e.unit}
+    assert units == {
+        "prefill_0_node1",
+        "decode_0_node1",
+        "decode_1_node1",
+        "frontend_0",
+        "service_watcher",
+        "benchmark",
+    }
+    # the graph: the frontend is ready before the sidecar starts, the sidecar before the benchmark
+    order = [(e.unit, e.state) for e in journal]
+    assert order.index(("frontend_0", "ready")) < order.index(("service_watcher", "starting"))
+    assert order.index(("service_watcher", "ready")) < order.index(("benchmark", "starting"))
+    result = json.loads((log_dir / "benchmark.json").read_text())
+    assert (result["requests"], result["errors"]) == (40, 0)
+    assert json.loads((log_dir / "plan.json").read_text())["name"] == "toy-demo"
+    assert "toy-demo: succeeded, exit code 0" in out
+    assert_no_leftovers(str(log_dir))
+
+
+def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    proc = srtd("run", str(RESTART), "--log-dir", str(log_dir))
+    try:
+        seen = wait_for(log_dir, lambda es: any(e.unit is None and e.state == "running" for e in es))
+        pid = next(e.pid for e in seen if e.unit == "agg_1_node1" and e.state == "starting")
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        seen = wait_for(
+            log_dir,
+            lambda es: any(e.unit == "agg_1_node1" and e.state == "ready" and e.attempt == 1 for e in es),
+        )
+        mine = [(e.state, e.attempt) for e in seen if e.unit == "agg_1_node1"]
+        assert mine[-4:] == [("exited", 0), ("backoff", 1), ("starting", 1), ("ready", 1)]
+        exited = next(e for e in seen if e.unit == "agg_1_node1" and e.state == "exited")
+        assert exited.signal == signal.SIGKILL
+        # the crashed attempt's log is kept next to the fresh one
+        assert (log_dir / "node1_agg_w1.out.1").exists()
+        assert "toy-worker: ready on" in (log_dir / "node1_agg_w1.out").read_text()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, out
+    journal = check_journal(log_dir / "events.jsonl", [])
+    assert journal[-1].state == "cancelled"
+    assert_no_leftovers(str(log_dir))
