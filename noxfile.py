@@ -1,0 +1,33 @@
+"""Developer sessions: `nox` runs lint, typecheck and tests (what CI runs)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "uv|virtualenv"
+
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "srtd", "tests", "noxfile.py", "benchmarks")
+    session.run("ruff", "format", "--check", "srtd", "tests", "noxfile.py", "benchmarks")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy in strict mode on srtd/."""
+    session.install("-e", ".[dev]")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The test suite (pytest, anyio's plugin, hypothesis)."""
+    session.install("-e", ".[dev]")
+    session.run("pytest", "-q", *session.posargs)
