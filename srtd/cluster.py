@@ -38,7 +38,6 @@ class Cluster(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
     )
 
     cluster: str | None = None

@@ -6,14 +6,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from srtd.cluster import Cluster, load_cluster
 from srtd.errors import UsageError
-from srtd.recipe import LoadedRecipe, load_recipes
-from srtd.topology import expand, slurm_nodes
+
+if TYPE_CHECKING:  # the heavy modules load when a command runs, not for `srtd --help`
+    from srtd.cluster import Cluster
+    from srtd.recipe import LoadedRecipe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,6 +58,10 @@ def read_inputs(
     log_dir: str | None,
     default_job_id: str = "local",
 ) -> Inputs:
+    from srtd.cluster import load_cluster
+    from srtd.recipe import load_recipes
+    from srtd.topology import expand, slurm_nodes
+
     cluster, cluster_file = load_cluster(cluster_config)
     recipes = load_recipes(recipe, variant=variant)
     nodes = expand(nodes_text) if nodes_text else (None if local else slurm_nodes())

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from srtd.cli._inputs import plan_options, read_inputs
 from srtd.cli._main import cli
@@ -86,6 +85,8 @@ def plan(
                 args += ["--cluster-config", str(inputs.cluster_file.resolve())]
             click.echo(sbatch_script(p, args), nl=False)
         return
+    from rich.console import Console
+
     from srtd.cli._plan_view import render_plan
 
     console = Console(

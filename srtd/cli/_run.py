@@ -4,16 +4,21 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from srtd.cli._inputs import plan_options, read_inputs
 from srtd.cli._main import cli
 from srtd.errors import LaunchError, PlanError, UsageError
-from srtd.unit import Plan
+
+if TYPE_CHECKING:
+    from srtd.unit import Plan
 
 
 def _load_plan_file(path: Path) -> Plan:
+    from srtd.unit import Plan
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:

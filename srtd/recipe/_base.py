@@ -15,14 +15,17 @@ from pydantic_core import PydanticCustomError
 
 
 class Section(BaseModel):
-    """Base of every recipe section."""
+    """Base of every recipe section.
+
+    Fields are documented with attribute docstrings; `attribute_docs` reads them
+    for `srtd schema` only, so loading a recipe does not parse srtd's source.
+    """
 
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
         strict=True,
         populate_by_name=True,
-        use_attribute_docstrings=True,
     )
 
 
@@ -58,3 +61,27 @@ class Rules:
         if self.problems:
             summary = "; ".join(f"{p}: {m}" if p else m for p, m in self.problems)
             raise PydanticCustomError(RULES_ERROR, summary, {"problems": list(self.problems)})
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under a class's annotated fields."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for field, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
