@@ -67,6 +67,7 @@ def attribute_docs(cls: type) -> dict[str, str]:
     """The docstrings written under a class's annotated fields."""
     import ast
     import inspect
+    import itertools
     import textwrap
 
     try:
@@ -75,7 +76,7 @@ def attribute_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs: dict[str, str] = {}
-    for field, after in zip(body, body[1:], strict=False):
+    for field, after in itertools.pairwise(body):
         if (
             isinstance(field, ast.AnnAssign)
             and isinstance(field.target, ast.Name)
