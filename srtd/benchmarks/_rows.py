@@ -66,12 +66,12 @@ class Custom(Benchmark):
 
 @register_benchmark("toy")
 class Toy(Benchmark):
-    """srtd's toy client (`python -m srtd.toy.bench`)."""
+    """srtd's toy client (`srtd-toy-bench`)."""
 
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         bench = ctx.recipe.benchmark
         url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
-        argv = ["python3", "-m", "srtd.toy.bench", "--url", url, "--model", served_model_name(ctx.recipe, None, "toy")]
+        argv = ["srtd-toy-bench", "--url", url, "--model", served_model_name(ctx.recipe, None, "toy")]
         argv += ["--requests", str(bench.num_requests or 20), "--concurrency", str(bench.concurrency or 4)]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
         return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]

@@ -49,12 +49,13 @@ def _prepare_log_dir(plan: Plan) -> Path:
 
 
 def _local_path() -> None:
-    # Units say `python3`; on this machine that must be the interpreter srtd runs
-    # in (its venv), so the toy stack and friends are importable.
+    # srtd's own programs (srtd-toy-worker, ...) live next to its interpreter; make
+    # them reachable even when its venv is not activated, without shadowing the
+    # user's python3 (which may be the one with Dynamo or vLLM installed).
     here = str(Path(sys.executable).parent)
     parts = os.environ.get("PATH", "").split(os.pathsep)
-    if parts[:1] != [here]:
-        os.environ["PATH"] = os.pathsep.join([here, *parts])
+    if here not in parts:
+        os.environ["PATH"] = os.pathsep.join([*parts, here])
 
 
 @cli.command()

@@ -366,7 +366,7 @@ class Toy(Engine):
         assert isinstance(cfg, ToyEngine)
         port = mode.public_port if mode.public_port and proc.is_leader else proc.ports["http"]
         bind = "127.0.0.1" if ctx.local else "0.0.0.0"
-        argv = ["python3", "-m", "srtd.toy.worker", "--host", bind, "--port", str(port)]
+        argv = ["srtd-toy-worker", "--host", bind, "--port", str(port)]
         argv += ["--model", self.served_model_name(ctx, role), "--role", role]
         argv += ["--token-latency-ms", _num(cfg.token_latency_ms)]
         return argv + self.role_flags(ctx, role, {"node": proc.node})

@@ -225,9 +225,9 @@ class TileRTRouter(_StaticRouter):
 
 @register_frontend("toy-router")
 class ToyRouter(_StaticRouter):
-    description = "srtd's toy router (`python -m srtd.toy.router`), for demos without a GPU"
+    description = "srtd's toy router (`srtd-toy-router`), for demos without a GPU"
     engines = frozenset({"toy", "custom"})
-    executable = ("python3", "-m", "srtd.toy.router")
+    executable = ("srtd-toy-router",)
 
     def command(self, ctx: PlanContext, port: int) -> list[str]:
         argv = [*self.executable, "--host", self.bind(ctx), "--port", str(port)]

@@ -155,7 +155,7 @@ class CustomEngine(Section):
 
 
 class ToyEngine(Section):
-    """The toy OpenAI-compatible worker shipped with srtd (`python -m srtd.toy.worker`).
+    """The toy OpenAI-compatible worker shipped with srtd (`srtd-toy-worker`).
 
     For demos and tests on a machine with no GPU.  `roles.<role>.args` become its
     flags (`startup-delay: 1.5` -> `--startup-delay 1.5`).

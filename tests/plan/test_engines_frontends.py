@@ -688,9 +688,7 @@ frontend: {type: toy-router, enable_multiple_frontends: false}
 """
     p = plan(body, local=True)
     assert p.unit("prefill_0_node1").argv == (
-        "python3",
-        "-m",
-        "srtd.toy.worker",
+        "srtd-toy-worker",
         "--host",
         "127.0.0.1",
         "--port",
@@ -705,9 +703,7 @@ frontend: {type: toy-router, enable_multiple_frontends: false}
         "0.5",
     )
     assert p.unit("frontend_0").argv == (
-        "python3",
-        "-m",
-        "srtd.toy.router",
+        "srtd-toy-router",
         "--host",
         "127.0.0.1",
         "--port",
