@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from srtd.context import PlanContext
-from srtd.engines import served_model_name
+from srtd.engines import engine_row
 from srtd.unit import Srun, Unit, UnitKind
 
 SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
@@ -23,6 +23,15 @@ class BenchmarkTarget:
 
     node: str | None
     port: int | None
+
+
+def served_name(ctx: PlanContext) -> str:
+    """The model name clients ask for: what the first role's engine serves."""
+    for role in ctx.recipe.roles:
+        cfg = ctx.recipe.engine_for(role)
+        if cfg is not None:
+            return engine_row(cfg).served_model_name(ctx, role)
+    return ""
 
 
 class Benchmark:
@@ -71,7 +80,7 @@ class Toy(Benchmark):
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         bench = ctx.recipe.benchmark
         url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
-        argv = ["srtd-toy-bench", "--url", url, "--model", served_model_name(ctx.recipe, None, "toy")]
+        argv = ["srtd-toy-bench", "--url", url, "--model", served_name(ctx) or "toy"]
         argv += ["--requests", str(bench.num_requests or 20), "--concurrency", str(bench.concurrency or 4)]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
         return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
@@ -119,7 +128,7 @@ def benchmark_unit(ctx: PlanContext, target: BenchmarkTarget, node: str) -> Unit
         "SRT_FRONTEND_HOST": url_host,
         "SRT_FRONTEND_PORT": str(target.port or ""),
         "SRT_FRONTEND_URL": f"http://{url_host}:{target.port}" if target.node else "",
-        "SRT_MODEL": served_model_name(ctx.recipe, None, ctx.model_path) if ctx.recipe.roles else "",
+        "SRT_MODEL": served_name(ctx),
         "SRT_GPUS_PER_NODE": str(ctx.gpus_per_node),
         "SRT_WORKER_NODES": ",".join(ctx.nodes.workers),
     }
