@@ -15,8 +15,8 @@ PYTHON = "3.11"
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff>=0.6")
-    session.run("ruff", "check", "srtd", "tests", "noxfile.py", "benchmarks")
-    session.run("ruff", "format", "--check", "srtd", "tests", "noxfile.py", "benchmarks")
+    session.run("ruff", "check", "srtd", "tests", "noxfile.py", "benchmarks", "scripts")
+    session.run("ruff", "format", "--check", "srtd", "tests", "noxfile.py", "benchmarks", "scripts")
 
 
 @nox.session(python=PYTHON)
