@@ -6,10 +6,10 @@ The benchmark is a terminal unit: the job ends when it exits, with its exit code
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
+from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row
 from srtd.unit import Srun, Unit, UnitKind
@@ -34,7 +34,7 @@ def served_name(ctx: PlanContext) -> str:
     return ""
 
 
-class Benchmark:
+class Benchmark(Row):
     name: ClassVar[str] = ""
     runs: ClassVar[bool] = True  # manual runs nothing
 
@@ -45,17 +45,8 @@ class Benchmark:
         return {}
 
 
-_REGISTRY: dict[str, Benchmark] = {}
-B = TypeVar("B", bound=type[Benchmark])
-
-
-def register_benchmark(name: str) -> Callable[[B], B]:
-    def decorate(cls: B) -> B:
-        cls.name = name
-        _REGISTRY[name] = cls()
-        return cls
-
-    return decorate
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+register_benchmark = BENCHMARKS.register
 
 
 @register_benchmark("manual")
@@ -103,7 +94,7 @@ class Script(Benchmark):
 
 
 def benchmark_row(name: str) -> Benchmark:
-    row = _REGISTRY.get(name)
+    row = BENCHMARKS.get(name)
     if row is None:
         row = type(f"Script_{name}", (Script,), {})()
         type(row).name = name

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
+from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import WorkerMode, engine_row, flags
 from srtd.recipe import Recipe
@@ -36,7 +37,7 @@ class Layout:
     public_port: int
 
 
-class Frontend:
+class Frontend(Row):
     """One `frontend.type`."""
 
     name: ClassVar[str] = ""
@@ -220,22 +221,7 @@ def http_ready(node: str, port: int, path: str = "/health") -> Readiness:
     return Readiness(probe=HttpProbe(node=node, port=port, path=path), timeout_seconds=300.0)
 
 
-_REGISTRY: dict[str, Frontend] = {}
-F = TypeVar("F", bound=type[Frontend])
-
-
-def register_frontend(name: str) -> Callable[[F], F]:
-    def decorate(cls: F) -> F:
-        cls.name = name
-        _REGISTRY[name] = cls()
-        return cls
-
-    return decorate
-
-
-def get_frontend(name: str) -> Frontend | None:
-    return _REGISTRY.get(name)
-
-
-def frontend_names() -> list[str]:
-    return sorted(_REGISTRY)
+FRONTENDS: Registry[Frontend] = Registry("frontend")
+register_frontend = FRONTENDS.register
+get_frontend = FRONTENDS.get
+frontend_names = FRONTENDS.names

@@ -32,9 +32,9 @@ class _DataDirKind(ServiceKind):
         return f"rm -rf {shlex.quote(self.data_dir(ctx, svc))}"
 
 
-@register_service("etcd")
-class Etcd(_DataDirKind):
-    description = "the Dynamo discovery store"
+class _DiscoveryPlane(_DataDirKind):
+    """etcd and NATS: on the infra node first, critical, never pointed at themselves."""
+
     default_start = "infra"
     default_critical = True
     default_placement = "infra"
@@ -42,9 +42,14 @@ class Etcd(_DataDirKind):
     supports_dedicated = True
     supports_external = True
     inherits_discovery = False
-    fixed_ports = {"client": 2379, "peer": 2380}
     readiness_ports = ("client",)
     readiness_timeout = 300
+
+
+@register_service("etcd")
+class Etcd(_DiscoveryPlane):
+    description = "the Dynamo discovery store"
+    fixed_ports = {"client": 2379, "peer": 2380}
     discovery_var = "ETCD_ENDPOINTS"
     discovery_format = "http://{address}:{port}"
 
@@ -74,19 +79,10 @@ class Etcd(_DataDirKind):
 
 
 @register_service("nats")
-class Nats(_DataDirKind):
+class Nats(_DiscoveryPlane):
     description = "the Dynamo message bus"
-    default_start = "infra"
-    default_critical = True
-    default_placement = "infra"
-    placements = INFRA_PLACEMENTS
-    supports_dedicated = True
-    supports_external = True
-    inherits_discovery = False
     option_keys = frozenset({"max_payload_mb"})
     fixed_ports = {"client": 4222}
-    readiness_ports = ("client",)
-    readiness_timeout = 300
     discovery_var = "NATS_SERVER"
     discovery_format = "nats://{address}:{port}"
 

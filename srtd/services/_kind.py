@@ -7,10 +7,10 @@ answers questions (its command, its ports, its readiness, its environment).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
+from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.recipe import ServiceConfig
 from srtd.topology import Process
@@ -30,7 +30,7 @@ class Instance:
     worker: Process | None = None
 
 
-class ServiceKind:
+class ServiceKind(Row):
     """Defaults and behaviour of one service type.  Subclasses override what differs."""
 
     name: ClassVar[str] = ""
@@ -114,22 +114,7 @@ class ServiceKind:
         return ctx.cluster.binaries.get(self.name, fallback)
 
 
-_REGISTRY: dict[str, ServiceKind] = {}
-K = TypeVar("K", bound=type[ServiceKind])
-
-
-def register_service(name: str) -> Callable[[K], K]:
-    def decorate(cls: K) -> K:
-        cls.name = name
-        _REGISTRY[name] = cls()
-        return cls
-
-    return decorate
-
-
-def get_kind(name: str) -> ServiceKind | None:
-    return _REGISTRY.get(name)
-
-
-def kind_names() -> list[str]:
-    return sorted(_REGISTRY)
+KINDS: Registry[ServiceKind] = Registry("service kind")
+register_service = KINDS.register
+get_kind = KINDS.get
+kind_names = KINDS.names

@@ -1,0 +1,39 @@
+"""A table of named rows: the one place a name (an engine, a frontend, a kind) is compared."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, Generic, TypeVar
+
+
+class Row:
+    """A registry row: a class whose name the registry sets."""
+
+    name: ClassVar[str] = ""
+
+
+R = TypeVar("R", bound=Row)
+
+
+class Registry(Generic[R]):
+    """Rows registered by name with a class decorator; each class is instantiated once."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._rows: dict[str, R] = {}
+
+    def register(self, name: str) -> Callable[[type[R]], type[R]]:
+        def decorate(cls: type[R]) -> type[R]:
+            if name in self._rows:
+                raise ValueError(f"{self.what} {name!r} is registered twice")
+            cls.name = name
+            self._rows[name] = cls()
+            return cls
+
+        return decorate
+
+    def get(self, name: str) -> R | None:
+        return self._rows.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._rows)
