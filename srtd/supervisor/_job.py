@@ -362,11 +362,16 @@ class Job:
         return rows
 
     def _print_culprit(self, end: _End) -> None:
-        culprit = end.culprit
+        culprit = self._root(end.culprit)
         fatal = self.first_fatal[1] if self.first_fatal and culprit == self.first_fatal[0] else None
         log = self.runners[culprit].log_path if culprit in self.runners else None
         view = self.journal.view
         self.console.failure(culprit_block(reason=end.reason, culprit=culprit, view=view, fatal_line=fatal, log=log))
+
+    def _root(self, culprit: str | None) -> str | None:
+        """A unit that never started because a dependency failed points at that dependency."""
+        runner = self.runners.get(culprit) if culprit else None
+        return runner.root_cause or culprit if runner is not None else culprit
 
     def _report(self, end: _End) -> JobResult:
         view = self.journal.view
@@ -374,7 +379,7 @@ class Job:
         rows = self.summary_rows()
         postmortem: Path | None = None
         if end.state is JobState.FAILED:
-            culprit = end.culprit
+            culprit = self._root(end.culprit)
             failed = [r for r in self.runners.values() if r.state is UnitState.FAILED or r.name == culprit]
             try:
                 postmortem = write_postmortem(

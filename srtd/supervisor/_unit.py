@@ -85,6 +85,7 @@ class UnitRunner:
         self.ready_now = False
         self.succeeded = False
         self.failure: str | None = None  # why it failed (set before the process is gone)
+        self.root_cause: str | None = None  # the unit whose failure this one inherited
         self.exit_for_job: int | None = None  # terminal units: the code they hand the job
         self.launched_at: float | None = None
         self.clean_since: float | None = None
@@ -155,6 +156,7 @@ class UnitRunner:
                 dep = self.job.runners[edge.unit]
                 verdict = dep.verdict(edge.condition)
                 if verdict is Verdict.FAILED:
+                    self.root_cause = dep.root_cause or dep.name
                     return dep.why_not(edge.condition)
                 if verdict is Verdict.WAIT:
                     blocked.append(edge)

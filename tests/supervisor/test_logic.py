@@ -182,6 +182,19 @@ async def test_a_failed_dependency_fails_its_dependants(tmp_path: Path) -> None:
     assert run.signals("other") == [("other", signal.SIGTERM)]
 
 
+async def test_the_post_mortem_names_the_dependency_that_failed_first(tmp_path: Path) -> None:
+    # a non-critical sidecar dies before it is ready; the benchmark waiting on it never runs
+    b, _ = bench([edge("sidecar", "ready")])
+    units = [fu("sidecar", critical=False, readiness=log_ready()), b]
+    run = await go(tmp_path, units, {"sidecar": FakeRun(exit_after=1.0, code=3, lines=((0.5, "boom"),))})
+    assert run.result.exit_code == 1
+    assert run.result.reason == "terminal unit bench dependency sidecar failed"
+    assert run.started("bench") == []
+    postmortem = (tmp_path / "logs" / "postmortem.txt").read_text()
+    assert "culprit: sidecar\n" in postmortem
+    assert "== sidecar (failed)" in postmortem
+
+
 async def test_a_non_critical_failure_is_recorded_and_the_job_goes_on(tmp_path: Path) -> None:
     b, b_run = bench([], exit_after=3.0)
     units = [fu("sidecar", critical=False), fu("svc"), b]
