@@ -188,7 +188,7 @@ async def test_the_post_mortem_names_the_dependency_that_failed_first(tmp_path: 
     units = [fu("sidecar", critical=False, readiness=log_ready()), b]
     run = await go(tmp_path, units, {"sidecar": FakeRun(exit_after=1.0, code=3, lines=((0.5, "boom"),))})
     assert run.result.exit_code == 1
-    assert run.result.reason == "terminal unit bench dependency sidecar failed"
+    assert run.result.reason == "bench failed: dependency sidecar failed"
     assert run.started("bench") == []
     postmortem = (tmp_path / "logs" / "postmortem.txt").read_text()
     assert "culprit: sidecar\n" in postmortem
