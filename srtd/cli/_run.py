@@ -81,6 +81,8 @@ def run(
     from srtd.plan import build_plan
     from srtd.supervisor import run as supervise
 
+    if nodes_text:
+        raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
     in_allocation = bool(os.environ.get("SLURM_JOB_ID"))
     local = local or not in_allocation
     if not local:

@@ -42,7 +42,8 @@ class NodeNeeds:
 
     @property
     def total(self) -> int:
-        return self.reserved + self.engine + sum(n for _, n in self.pools)
+        # A job with neither roles nor pools still has a head node for its services.
+        return max(self.reserved + self.engine + sum(n for _, n in self.pools), 1)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,6 @@ def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
         raise PlanError("the node list names a node twice")
     if len(nodes) < needs.total:
         raise PlanError(f"the recipe needs {needs.total} nodes ({_breakdown(needs)}), allocation has {len(nodes)}")
-    if not nodes:
-        raise PlanError("the recipe needs no node at all: give it worker roles or services that own nodes")
     all_nodes = tuple(nodes)
     reserved: dict[str, str] = {}
     if needs.dedicated and needs.colocate_dedicated:
@@ -130,12 +129,12 @@ def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
     for name, count in needs.pools:
         pools[name] = tuple(nodes[cursor : cursor + count])
         cursor += count
-    unused = tuple(nodes[cursor:])
     first_worker = next((n for role in ROLE_ORDER for n in roles.get(role, ())), None)
     first_pool = next((n for p in pools.values() for n in p), None)
     head = reserved.get("frontend") or first_worker or first_pool or (reserved and next(iter(reserved.values()))) or ""
     if not head:
-        head = all_nodes[0]
+        head = all_nodes[0]  # neither roles nor pools: the services run on the first node
+    unused = tuple(n for n in nodes[cursor:] if n != head)
     return NodeMap(
         allocation=all_nodes,
         head=head,
