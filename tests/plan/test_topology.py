@@ -131,6 +131,20 @@ def test_services_only_recipe_head_is_the_first_pool_node() -> None:
     ]
 
 
+def test_a_job_without_roles_or_pools_runs_its_services_on_one_head_node() -> None:
+    p = plan(
+        """\
+        frontend: {type: none}
+        services:
+          - {name: hello, command: [echo, "{head_node}"], terminal: true}
+        """,
+        nodes=["a1", "a2"],
+    )
+    assert p.nodes == {"head": ("a1",), "infra": ("a1",), "benchmark": ("a1",), "unused": ("a2",)}
+    assert [(u.name, u.nodes, u.argv) for u in p.units] == [("service_hello", ("a1",), ("echo", "a1"))]
+    assert p.sbatch is not None and p.sbatch.nodes == 1
+
+
 def test_short_allocation_names_what_is_needed() -> None:
     needs = NodeNeeds(roles={"prefill": 1, "decode": 2}, pools=(("train", 1),), dedicated=frozenset({"infra"}))
     with pytest.raises(PlanError) as info:
