@@ -61,6 +61,7 @@ def _local_path() -> None:
 @cli.command()
 @click.argument("recipe", type=click.Path(path_type=Path))
 @plan_options
+@click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
 def run(
     recipe: Path,
     variant: str | None,
@@ -69,6 +70,7 @@ def run(
     local: bool,
     job_id: str | None,
     log_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
 
@@ -79,6 +81,7 @@ def run(
     """
     from srtd.launch import LocalLauncher
     from srtd.plan import build_plan
+    from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
     if nodes_text:
@@ -119,5 +122,5 @@ def run(
         )
     log_path = _prepare_log_dir(plan)
     _local_path()
-    code = supervise(plan, LocalLauncher(), log_dir=log_path)
+    code = supervise(plan, LocalLauncher(), log_dir=log_path, console=JsonConsole() if as_json else None)
     raise SystemExit(code)

@@ -14,7 +14,7 @@ See docs/supervisor.md and docs/events.md.
 """
 
 from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
-from srtd.supervisor._console import Console, NullConsole, ProgressRow, SummaryRow, TerminalConsole
+from srtd.supervisor._console import Console, JsonConsole, NullConsole, ProgressRow, SummaryRow, TerminalConsole
 from srtd.supervisor._job import JOURNAL_NAME, POSTMORTEM_NAME, Job, JobResult, check_plan, supervise
 from srtd.supervisor._journal import Journal, read_journal
 from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
@@ -30,6 +30,7 @@ __all__ = [
     "Console",
     "Job",
     "JobResult",
+    "JsonConsole",
     "Journal",
     "LogLine",
     "NullConsole",

@@ -60,6 +60,45 @@ class Console(Protocol):
     def close(self) -> None: ...
 
 
+class JsonConsole:
+    """`srtd run --json`: every event as a journal line on stdout, then one summary object."""
+
+    progress_interval: float | None = None
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def event(self, event: Event) -> None:
+        self.stream.write(event.to_line())
+        self.stream.flush()
+
+    def progress(self, rows: Sequence[ProgressRow]) -> None:
+        pass
+
+    def failure(self, text: str) -> None:
+        pass  # the events say it; the post-mortem file has the details
+
+    def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
+        import json
+
+        units = [
+            {
+                "unit": r.unit,
+                "node": r.node,
+                "state": r.state,
+                "restarts": r.restarts,
+                "exit": r.exit,
+                "ready_after": r.ready_after,
+            }
+            for r in rows
+        ]
+        self.stream.write(json.dumps({"summary": headline, "units": units}) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        pass
+
+
 class NullConsole:
     progress_interval: float | None = None
 

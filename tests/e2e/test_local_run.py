@@ -109,3 +109,25 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
     journal = check_journal(log_dir / "events.jsonl", [])
     assert journal[-1].state == "cancelled"
     assert_no_leftovers(str(log_dir))
+
+
+def test_json_output_is_the_journal_then_a_summary(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "srtd", "run", str(DEMO), "--log-dir", str(log_dir), "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    streamed = [Event.from_line(line) for line in lines[:-1]]
+    assert streamed == check_journal(log_dir / "events.jsonl", [])
+    summary = json.loads(lines[-1])
+    assert summary["summary"] == "toy-demo: succeeded, exit code 0"
+    assert [u["unit"] for u in summary["units"]][-1] == "benchmark"
+    assert_no_leftovers(str(log_dir))
