@@ -142,7 +142,8 @@ def test_a_job_without_roles_or_pools_runs_its_services_on_one_head_node() -> No
     )
     assert p.nodes == {"head": ("a1",), "infra": ("a1",), "benchmark": ("a1",), "unused": ("a2",)}
     assert [(u.name, u.nodes, u.argv) for u in p.units] == [("service_hello", ("a1",), ("echo", "a1"))]
-    assert p.sbatch is not None and p.sbatch.nodes == 1
+    assert p.sbatch is not None
+    assert p.sbatch.nodes == 1
 
 
 def test_short_allocation_names_what_is_needed() -> None:
