@@ -11,7 +11,7 @@ from srtd.context import PlanContext
 from srtd.engines import WorkerMode, engine_row, flags
 from srtd.recipe import Recipe
 from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, HTTP, Process
-from srtd.unit import Count, HttpProbe, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
+from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
 
 Launch = Literal["dynamo", "direct"]
 
@@ -215,10 +215,6 @@ def models_gate(node: str, port: int) -> WorkerCountProbe:
 
 def tcp_ready(node: str, port: int) -> Readiness:
     return Readiness(probe=TcpProbe(node=node, port=port), timeout_seconds=300.0)
-
-
-def http_ready(node: str, port: int, path: str = "/health") -> Readiness:
-    return Readiness(probe=HttpProbe(node=node, port=port, path=path), timeout_seconds=300.0)
 
 
 FRONTENDS: Registry[Frontend] = Registry("frontend")

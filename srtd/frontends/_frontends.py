@@ -14,7 +14,6 @@ from srtd.frontends._base import (
     FrontendPlan,
     Layout,
     dynamo_gate,
-    http_ready,
     leaders,
     models_gate,
     register_frontend,
@@ -338,5 +337,3 @@ class NoFrontend(Frontend):
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         return FrontendPlan((), None, None, None)
 
-
-__all__ = ["http_ready"]

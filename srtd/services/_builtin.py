@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 
-from srtd.context import PlanContext, render
+from srtd.context import PlanContext
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
 from srtd.unit import HttpProbe, LogProbe, Readiness
@@ -363,5 +363,3 @@ def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], 
             values["worker_http_port"] = worker.ports["http"]
     return values
 
-
-__all__ = ["placeholder_values", "render"]
