@@ -14,12 +14,11 @@ from srtd.engines import Engine, WorkerMode, engine_row
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
-from srtd.recipe import EngineConfig, LoadedRecipe, Recipe
+from srtd.recipe import LoadedRecipe, Recipe
 from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
 from srtd.topology import (
     ROLE_ORDER,
     Cursor,
-    Endpoint,
     NodeMap,
     NodeNeeds,
     PortAllocator,
@@ -369,5 +368,3 @@ def _sbatch(recipe: Recipe, cluster: Cluster, nodemap: NodeMap, gpn: int, teardo
         directives={**cluster.default_sbatch_directives, **recipe.sbatch_directives},
     )
 
-
-__all__ = ["Endpoint", "EngineConfig", "build_plan", "check_recipe"]
