@@ -6,13 +6,29 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import anyio
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The signals that ask a toy program to stop gracefully.  Slurm's `scancel` and srtd's
 #: teardown send SIGTERM; a person at a terminal sends SIGINT with Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def seconds_option(flag: str, default: float | None, help: str, *, minimum: float = 0.0) -> Callable[[F], F]:
+    """A `--flag SECONDS` option: a non-negative (or at least `minimum`) number of seconds."""
+    return click.option(
+        flag,
+        type=click.FloatRange(min=minimum),
+        default=default,
+        show_default=default is not None,
+        metavar="SECONDS",
+        help=help,
+    )
 
 
 class Say:

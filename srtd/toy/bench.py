@@ -21,7 +21,7 @@ import anyio
 import click
 import httpx
 
-from srtd.toy._proc import Say
+from srtd.toy._proc import Say, seconds_option
 
 Endpoint = Literal["completions", "chat"]
 _PATHS: dict[Endpoint, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -341,13 +341,7 @@ async def run_bench(config: BenchConfig) -> int:
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JSON results here."
 )
-@click.option(
-    "--wait-ready",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="First poll /v1/models until it lists a model, for up to this long.",
-)
+@seconds_option("--wait-ready", None, "First poll /v1/models until it lists a model, for up to this long.")
 @click.option(
     "--timeout", type=click.FloatRange(min=0.01), default=60.0, show_default=True, help="Per-request timeout."
 )

@@ -32,7 +32,7 @@ from srtd.toy._http import (
     json_response,
     sse_event,
 )
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, format_address
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, format_address, seconds_option
 
 WorkerType = Literal["prefill", "decode", "regular"]
 #: Header naming the worker that produced a response (the decode worker in PD mode).
@@ -338,38 +338,12 @@ def _worker_urls(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     metavar="URL",
     help="A regular (aggregated) worker (repeatable).",
 )
-@click.option(
-    "--health-interval",
-    type=click.FloatRange(min=0.01),
-    default=0.5,
-    show_default=True,
-    metavar="SECONDS",
-    help="Time between two health checks of one worker.",
+@seconds_option("--health-interval", 0.5, "Time between two health checks of one worker.", minimum=0.01)
+@seconds_option(
+    "--health-timeout", 1.0, "A health check (and a connection attempt) slower than this fails.", minimum=0.01
 )
-@click.option(
-    "--health-timeout",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="A health check (and a connection attempt) slower than this fails.",
-)
-@click.option(
-    "--request-timeout",
-    type=click.FloatRange(min=0.01),
-    default=300.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Longest wait for a worker's next bytes.",
-)
-@click.option(
-    "--drain-timeout",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="On SIGTERM/SIGINT, how long requests in flight may take to finish.",
-)
+@seconds_option("--request-timeout", 300.0, "Longest wait for a worker's next bytes.", minimum=0.01)
+@seconds_option("--drain-timeout", 5.0, "On SIGTERM/SIGINT, how long requests in flight may take to finish.")
 def main(
     *,
     host: str,

@@ -28,7 +28,7 @@ from srtd.toy._http import (
     json_response,
     sse_event,
 )
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, crash, format_address
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, crash, format_address, seconds_option
 from srtd.toy._tokens import count_tokens, generate
 
 Role = Literal["prefill", "decode", "agg"]
@@ -253,14 +253,7 @@ async def run_worker(config: WorkerConfig) -> int:
     show_default=True,
     help="Role reported on /health; every role serves completions alike.",
 )
-@click.option(
-    "--startup-delay",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Simulated model load: the port opens only after this long.",
-)
+@seconds_option("--startup-delay", 0.0, "Simulated model load: the port opens only after this long.")
 @click.option(
     "--token-latency-ms",
     type=click.FloatRange(min=0),
@@ -268,13 +261,7 @@ async def run_worker(config: WorkerConfig) -> int:
     show_default=True,
     help="Simulated time per generated token.",
 )
-@click.option(
-    "--fail-after",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="Crash with --exit-code this long after the process starts.",
-)
+@seconds_option("--fail-after", None, "Crash with --exit-code this long after the process starts.")
 @click.option(
     "--exit-code",
     type=click.IntRange(0, 255),
@@ -283,14 +270,7 @@ async def run_worker(config: WorkerConfig) -> int:
     help="Exit code of a simulated crash.",
 )
 @click.option("--fail-on-start", is_flag=True, help="Exit with --exit-code at once.")
-@click.option(
-    "--drain-timeout",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="On SIGTERM/SIGINT, how long requests in flight may take to finish.",
-)
+@seconds_option("--drain-timeout", 5.0, "On SIGTERM/SIGINT, how long requests in flight may take to finish.")
 def main(
     *,
     host: str,
