@@ -336,4 +336,3 @@ class NoFrontend(Frontend):
 
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         return FrontendPlan((), None, None, None)
-

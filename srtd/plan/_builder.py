@@ -367,4 +367,3 @@ def _sbatch(recipe: Recipe, cluster: Cluster, nodemap: NodeMap, gpn: int, teardo
         signal=f"B:USR1@{teardown.early_warning_seconds}",
         directives={**cluster.default_sbatch_directives, **recipe.sbatch_directives},
     )
-

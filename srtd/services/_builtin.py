@@ -362,4 +362,3 @@ def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], 
         if "http" in worker.ports:
             values["worker_http_port"] = worker.ports["http"]
     return values
-
