@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -40,7 +41,7 @@ from srtd.supervisor._probes import describe
 from srtd.supervisor._tail import Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
-from srtd.unit import LogProbe, Plan
+from srtd.unit import LogProbe, Plan, Unit
 
 JOURNAL_NAME = "events.jsonl"
 POSTMORTEM_NAME = "postmortem.txt"
@@ -132,7 +133,7 @@ class Job:
         self.plan = plan
         self.launcher = launcher
         self.log_dir = Path(log_dir if log_dir is not None else plan.log_dir)
-        self.clock: Clock = clock or SystemClock()
+        self._clock: Clock = clock or SystemClock()
         self.stop = stop or Stop()
         self.console: Console = console if console is not None else TerminalConsole()
         self._transport = http_transport
@@ -145,13 +146,34 @@ class Job:
         self.tailers: dict[Path, Tailer] = {}
         self.failure: tuple[str, str] | None = None
         self.first_fatal: tuple[str, str] | None = None
-        self.stopping = False
-        self.http: httpx.AsyncClient
+        self._stopping = False
+        self._http: httpx.AsyncClient
         self._changed = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
         self._started_at = 0.0
 
-    # ---------------------------------------------------------------- for the units
+    # ---------------------------------------------------------------- the units' port (JobPort)
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def emit(self, unit: str, state: UnitState, **fields: Any) -> Event:
+        return self.journal.emit(unit, state, **fields)
+
+    def unit_state(self, unit: str) -> UnitState:
+        return self.journal.view.units[unit].state
+
+    def peer(self, name: str) -> UnitRunner:
+        return self.runners[name]
 
     async def changed(self) -> None:
         """Until the next state change or failure."""
@@ -165,14 +187,20 @@ class Job:
         self._notify()
         self.console.event(event)
 
-    def fail(self, runner: UnitRunner, reason: str) -> None:
+    def fail(self, unit: str, reason: str) -> None:
         if self.failure is None:
-            self.failure = (runner.name, reason)
+            self.failure = (unit, reason)
         self._notify()
 
     def record_fatal(self, unit: str, line: str) -> None:
         if self.first_fatal is None:
             self.first_fatal = (unit, line)
+
+    async def launch(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle:
+        return await self.launcher.start(unit, attempt=attempt, log_path=log_path)
+
+    def address(self, node: str) -> str:
+        return self.launcher.address(node)
 
     def tailer(self, path: Path) -> Tailer:
         tailer = self.tailers.get(path)
@@ -190,18 +218,19 @@ class Job:
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, target)
 
-    def restart_group(self, origin: UnitRunner, reason: str, delay: float) -> None:
-        group = self.groups[origin.unit.group or ""]
+    def restart_group(self, origin: str, reason: str, delay: float) -> None:
+        runner = self.runners[origin]
+        group = self.groups[runner.unit.group or ""]
         group.stopping = [(m, m.handle) for m in group.members if m.live and m.handle is not None]
         group.due = self.clock.now() + delay
-        why = f"restarted with group {group.name}: {origin.name} {reason}"
+        why = f"restarted with group {group.name}: {origin} {reason}"
         for member in group.members:
-            if member is not origin:
+            if member is not runner:
                 member.interrupt(AttemptEnd("group", why, delay=delay))
 
-    async def group_relaunch(self, runner: UnitRunner) -> None:
+    async def group_relaunch(self, unit: str) -> None:
         """Until the group's backoff is over and every attempt its restart stops has ended."""
-        group = self.groups[runner.unit.group or ""]
+        group = self.groups[self.runners[unit].unit.group or ""]
         await self.clock.sleep(group.due - self.clock.now())
         while any(m.handle is h and m.live for m, h in group.stopping):
             await self.changed()
@@ -230,7 +259,7 @@ class Job:
         end: _End | None = None
         try:
             async with self.launcher, httpx.AsyncClient(transport=self._transport, trust_env=False) as http:
-                self.http = http
+                self._http = http
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     for runner in self.runners.values():
@@ -240,7 +269,7 @@ class Job:
                     end = await self._decide()
                     if end.state is JobState.FAILED:
                         self._print_culprit(end)  # at once, not after the teardown
-                    self.stopping = True
+                    self._stopping = True
                     self.journal.emit(None, JobState.STOPPING, reason=end.reason)
                     await teardown(list(self.runners.values()), self.stop)
                     tg.cancel_scope.cancel()

@@ -37,7 +37,7 @@ from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import Condition, Edge, LogProbe, Readiness, Unit
 
 if TYPE_CHECKING:
-    from srtd.supervisor._job import Job
+    from srtd.supervisor._port import JobPort
 
 KILL_REAP = 2.0  # real seconds to wait for a process after SIGKILL
 
@@ -66,8 +66,8 @@ class AttemptEnd:
 
 
 class UnitRunner:
-    def __init__(self, job: Job, unit: Unit, log_path: Path) -> None:
-        self.job = job
+    def __init__(self, port: JobPort, unit: Unit, log_path: Path) -> None:
+        self.port = port
         self.unit = unit
         self.name = unit.name
         self.log_path = log_path
@@ -100,7 +100,7 @@ class UnitRunner:
 
     @property
     def state(self) -> UnitState:
-        return self.job.journal.view.units[self.name].state
+        return self.port.unit_state(self.name)
 
     @property
     def final(self) -> bool:
@@ -112,7 +112,7 @@ class UnitRunner:
         return self.handle is not None and self.status is None
 
     def emit(self, state: UnitState, **fields: object) -> Event:
-        return self.job.journal.emit(self.name, state, **fields)  # type: ignore[arg-type]
+        return self.port.emit(self.name, state, **fields)
 
     def _final(self, state: UnitState, reason: str) -> None:
         status = self.status
@@ -153,7 +153,7 @@ class UnitRunner:
         while True:
             blocked: list[Edge] = []
             for edge in self.unit.after:
-                dep = self.job.runners[edge.unit]
+                dep = self.port.peer(edge.unit)
                 verdict = dep.verdict(edge.condition)
                 if verdict is Verdict.FAILED:
                     self.root_cause = dep.root_cause or dep.name
@@ -168,7 +168,7 @@ class UnitRunner:
                     UnitState.WAITING,
                     detail={"after": [f"{e.unit} ({e.condition.value})" for e in blocked]},
                 )
-            await self.job.changed()
+            await self.port.changed()
 
     # ---------------------------------------------------------------- the task
 
@@ -188,7 +188,7 @@ class UnitRunner:
                 if self.unit.terminal:
                     self.exit_for_job = 1
                 if self.unit.critical:
-                    self.job.fail(self, problem)
+                    self.port.fail(self.name, problem)
                 return
             end = await self._attempt()
             if end is None or not await self._after(end):
@@ -199,10 +199,10 @@ class UnitRunner:
     async def _launch(self) -> bool:
         number = self.restarts.count
         if number > 0:
-            self.job.rotate_log(self.log_path, rotated_log(self.log_path, number))
+            self.port.rotate_log(self.log_path, rotated_log(self.log_path, number))
         with anyio.CancelScope(shield=True):
             try:
-                handle = await self.job.launcher.start(self.unit, attempt=number, log_path=self.log_path)
+                handle = await self.port.launch(self.unit, attempt=number, log_path=self.log_path)
             except (LaunchError, OSError) as e:
                 reason = f"launch failed: {e}"
                 self.failure = reason
@@ -210,13 +210,13 @@ class UnitRunner:
                 if self.unit.terminal:
                     self.exit_for_job = 1
                 if self.unit.critical:
-                    self.job.fail(self, reason)
+                    self.port.fail(self.name, reason)
                 return False
             self.handle = handle
             self.status = None
             self.attempt = number
             self.launched = True
-            self.launched_at = self.job.clock.now()
+            self.launched_at = self.port.clock.now()
             self.ready_now = False
             self.clean_since = None
             self.last_probe = None
@@ -230,7 +230,7 @@ class UnitRunner:
             return None
         assert self.handle is not None
         handle = self.handle
-        tailer = self.job.tailer(self.log_path)
+        tailer = self.port.tailer(self.log_path)
         generation = tailer.generation
         scope = anyio.CancelScope()
         end: AttemptEnd | None = None
@@ -275,7 +275,7 @@ class UnitRunner:
             self._mark_ready()
         for pattern in self.fatal:
             if pattern.search(text):
-                self.job.record_fatal(self.name, text)
+                self.port.record_fatal(self.name, text)
                 finish(AttemptEnd("fatal", f"fatal log line: {text}"))
                 return
 
@@ -288,17 +288,17 @@ class UnitRunner:
 
     async def _watch_readiness(self, readiness: Readiness, finish: Callable[[AttemptEnd], None]) -> None:
         probe = readiness.probe
-        clock = self.job.clock
+        clock = self.port.clock
 
         async def until_ready() -> None:
             if isinstance(probe, LogProbe):
                 await self._ready_event.wait()
                 return
-            host = self.job.launcher.address(probe.node)
+            host = self.port.address(probe.node)
             began = clock.now()
             delay: float | None = None
             while not self.ready_now:
-                result = await check(probe, host=host, client=self.job.http)
+                result = await check(probe, host=host, client=self.port.http)
                 if result.ok:
                     return
                 self.last_probe = result.detail
@@ -317,10 +317,10 @@ class UnitRunner:
         probe = self.unit.readiness.probe if self.unit.readiness is not None else None
         if probe is None or isinstance(probe, LogProbe):
             return None
-        return self.job.launcher.address(probe.node)
+        return self.port.address(probe.node)
 
     async def _run_timer(self, seconds: float, finish: Callable[[AttemptEnd], None]) -> None:
-        await self.job.clock.sleep(seconds)
+        await self.port.clock.sleep(seconds)
         finish(AttemptEnd("run-timeout", f"did not finish within {seconds:g} s"))
 
     def _mark_ready(self) -> None:
@@ -328,7 +328,7 @@ class UnitRunner:
             return
         self.ready_now = True
         self.ever_ready = True
-        now = self.job.clock.now()
+        now = self.port.clock.now()
         self.clean_since = now
         self.ready_seconds = now - self.launched_at
         self.emit(UnitState.READY, attempt=self.attempt, detail={"seconds": round(self.ready_seconds, 3)})
@@ -339,7 +339,7 @@ class UnitRunner:
     async def _after(self, end: AttemptEnd) -> bool:
         """Decide what follows an attempt.  True: launch again."""
         unit = self.unit
-        clock = self.job.clock
+        clock = self.port.clock
         if end.kind == "exit":
             status = self.status
             assert status is not None
@@ -362,7 +362,7 @@ class UnitRunner:
         group_restart = end.kind == "group"
         wants = group_restart or self.restarts.wants(failed)
         exhausted = not group_restart and self.restarts.exhausted
-        if wants and not exhausted and not self.job.stopping:
+        if wants and not exhausted and not self.port.stopping:
             await self._restart(end, reason, ran_clean)
             return True
 
@@ -374,7 +374,7 @@ class UnitRunner:
                     # The job stops at once; its teardown stops this process in its tier.
                     self.failure = reason
                     self.emit(UnitState.STOPPING, attempt=self.attempt, reason=reason)
-                    self.job.fail(self, reason)
+                    self.port.fail(self.name, reason)
                     return False
                 await self._stop_own(reason)
             self.failure = reason
@@ -384,7 +384,7 @@ class UnitRunner:
                 code = status.shell_code if status is not None and end.kind == "exit" else 1
                 self.exit_for_job = code or 1
             elif unit.critical:
-                self.job.fail(self, reason)
+                self.port.fail(self.name, reason)
         else:
             self._final(UnitState.STOPPED, reason)
             if unit.terminal:
@@ -397,7 +397,7 @@ class UnitRunner:
         if unit.group is not None and end.kind != "group":
             # Siblings start stopping now, concurrently with our own stop and backoff.
             delay = self.restarts.schedule(ran_clean)
-            self.job.restart_group(self, reason, delay)
+            self.port.restart_group(self.name, reason, delay)
         else:
             own = self.restarts.schedule(ran_clean)
             delay = end.delay if end.delay is not None else own
@@ -411,9 +411,9 @@ class UnitRunner:
             detail={"delay": delay, "restart": number},
         )
         if unit.group is not None:
-            await self.job.group_relaunch(self)
+            await self.port.group_relaunch(self.name)
         else:
-            await self.job.clock.sleep(delay)
+            await self.port.clock.sleep(delay)
 
     # ---------------------------------------------------------------- stopping
 
@@ -426,7 +426,7 @@ class UnitRunner:
             self.status = await handle.wait()
 
         await handle.signal(signal.SIGTERM)
-        if await within(self.job.clock, self.unit.terminate_timeout, wait):
+        if await within(self.port.clock, self.unit.terminate_timeout, wait):
             return False
         await handle.kill()
         with anyio.move_on_after(KILL_REAP):
