@@ -119,8 +119,8 @@ class Liveness(_Frozen):
     `log_silence_seconds` (no new line at all for that long) each make a period
     fail; `failure_threshold` consecutive failed periods end the attempt as
     `unhealthy`, and the restart policy and `critical` decide as for a crash.
-    `timeout_seconds` bounds one tcp/http check (real seconds, like a readiness
-    attempt's I/O timeout).  At least one of `probe` and `log_silence_seconds` is set.
+    `timeout_seconds` bounds one tcp/http check.  At least one of `probe` and
+    `log_silence_seconds` is set.
     """
 
     probe: Annotated[TcpProbe | HttpProbe | LogProbe, Field(discriminator="type")] | None = None

@@ -6,8 +6,8 @@ sees it.  `LivenessWatcher` runs for one ready attempt: once per `period_seconds
 (on the injectable clock) it judges the period, and `failure_threshold` failed
 periods in a row make the attempt `unhealthy`.  A period fails when
 
-- the tcp/http probe fails or takes longer than `timeout_seconds` (real seconds: a
-  frozen HTTP server accepts the connection in the kernel and then never answers);
+- the tcp/http probe fails or takes longer than `timeout_seconds` (a frozen HTTP
+  server accepts the connection in the kernel and then never answers);
 - a log probe (a heartbeat) saw no matching line since the last period;
 - `log_silence_seconds` have passed without any new line in the unit's log.
 
@@ -27,8 +27,8 @@ from typing import Any
 import anyio
 import httpx
 
-from srtd.supervisor._clock import Clock
-from srtd.supervisor._probes import check, describe
+from srtd.supervisor._clock import Clock, within
+from srtd.supervisor._probes import ProbeResult, check, describe
 from srtd.supervisor._tail import LogLine
 from srtd.unit import Liveness, LogProbe
 
@@ -107,13 +107,15 @@ class LivenessWatcher:
         self.checks += 1
         if probe is not None and not isinstance(probe, LogProbe):
             host = self.host or probe.node
-            detail = f"no answer within {live.timeout_seconds:g} s"
-            ok = False
-            with anyio.move_on_after(live.timeout_seconds):
-                result = await check(probe, host=host, client=self.http, timeout=live.timeout_seconds)
-                ok, detail = result.ok, result.detail
-            if not ok:
-                return describe(probe, host), detail
+            outcome: list[ProbeResult] = []
+
+            async def once() -> None:
+                outcome.append(await check(probe, host=host, client=self.http, timeout=live.timeout_seconds))
+
+            if not await within(self.clock, live.timeout_seconds, once):
+                return describe(probe, host), f"no answer within {live.timeout_seconds:g} s"
+            if not outcome[0].ok:
+                return describe(probe, host), outcome[0].detail
         if self.heartbeat is not None:
             seen, self.beat_seen = self.beat_seen, False
             if not seen:

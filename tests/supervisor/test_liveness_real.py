@@ -284,16 +284,19 @@ async def test_log_silence_restarts_a_quiet_unit_and_leaves_a_chatty_one_alone(m
 
 async def test_sigterm_to_a_stopped_local_unit_comes_with_sigcont(maker: PlanMaker) -> None:
     """The launcher alone: a SIGSTOPped group that handles SIGTERM ends on `signal(SIGTERM)`."""
-    unit = maker.unit("w", terminate_timeout=20.0)
+    unit = maker.unit("w", "--say", "0.1:up", terminate_timeout=20.0)
     async with LocalLauncher(guardian_grace=1.0) as launcher:
         handle = await launcher.start(unit, attempt=0, log_path=maker.log_dir / "w.log")
         with anyio.fail_after(10):
-            while not maker.marks("w"):
+            while not any(m["event"] == "say" for m in maker.marks("w")):  # its SIGTERM handler is set
                 await anyio.sleep(0.02)
         assert handle.pid is not None
         os.kill(handle.pid, signal.SIGSTOP)
+        os.killpg(handle.pid, signal.SIGTERM)  # SIGTERM alone stays pending on a stopped process
+        await anyio.sleep(0.5)
+        assert handle.poll() is None
         await handle.signal(signal.SIGTERM)
         with anyio.fail_after(5):
             status = await handle.wait()
     assert status.signal == signal.SIGTERM
-    assert [m["event"] for m in maker.marks("w")] == ["start", "signal", "exit"]
+    assert [m["event"] for m in maker.marks("w")] == ["start", "say", "signal", "exit"]
