@@ -25,7 +25,8 @@ def describe_liveness(live: Liveness) -> str:
         checks.append(f"{_probe(live.probe)}{timeout}")
     if live.log_silence_seconds is not None:
         checks.append(f"log silence {live.log_silence_seconds:g} s")
-    return f"every {live.period_seconds:g} s: {'; '.join(checks)}; unhealthy after {live.failure_threshold} failed in a row"
+    every = f"every {live.period_seconds:g} s"
+    return f"{every}: {'; '.join(checks)}; unhealthy after {live.failure_threshold} failed in a row"
 
 
 def _probe(probe: Probe) -> str:

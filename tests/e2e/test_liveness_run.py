@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -23,8 +24,10 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
     try:
         seen = wait_for(
             log_dir,
-            lambda es: any(e.unit is None and e.state == "running" for e in es)
-            and any(e.unit == "service_heartbeat" and e.state == "ready" for e in es),
+            lambda es: (
+                any(e.unit is None and e.state == "running" for e in es)
+                and any(e.unit == "service_heartbeat" and e.state == "ready" for e in es)
+            ),
         )
         pids = {e.unit: e.pid for e in seen if e.state == "starting" and e.attempt == 0}
         for unit in ("agg_0_node1", "service_heartbeat"):
@@ -34,8 +37,10 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
             frozen.append(pid)
         seen = wait_for(
             log_dir,
-            lambda es: any(e.unit == "agg_0_node1" and e.state == "ready" and e.attempt == 1 for e in es)
-            and any(e.unit == "service_heartbeat" and e.state == "failed" for e in es),
+            lambda es: (
+                any(e.unit == "agg_0_node1" and e.state == "ready" and e.attempt == 1 for e in es)
+                and any(e.unit == "service_heartbeat" and e.state == "failed" for e in es)
+            ),
         )
         worker = [e for e in seen if e.unit == "agg_0_node1"]
         assert [(e.state, e.attempt) for e in worker] == [
@@ -50,7 +55,8 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
         stopping = next(e for e in worker if e.state == "stopping")
         assert (stopping.reason or "").startswith("unhealthy: http http://127.0.0.1:")
         assert (stopping.reason or "").endswith(" failed 3 times (last: no answer within 1 s)")
-        assert stopping.detail is not None and stopping.detail["unhealthy"]["failures"] == 3
+        assert stopping.detail is not None
+        assert stopping.detail["unhealthy"]["failures"] == 3
         exited = next(e for e in worker if e.state == "exited")
         # Woken by SIGCONT, the toy worker obeyed SIGTERM: it drained and exited 0.
         assert (exited.exit_code, exited.signal) == (0, None)
@@ -63,10 +69,8 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
         out, _ = proc.communicate(timeout=60)
     finally:
         for pid in frozen:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
         if proc.poll() is None:
             proc.kill()
             proc.wait()
