@@ -6,7 +6,8 @@
 `UnitRunner.run` is one task of the job's task group.  An attempt runs three watchers
 concurrently: the process exit, the readiness probe (with its timeout) and the log
 watcher (fatal patterns and the log probe, fed line by line by the file's tailer);
-`run_timeout` adds a fourth.  Whichever ends the attempt first wins and cancels the
+`run_timeout` adds a fourth, `liveness` a fifth (idle until the attempt is ready,
+see `_liveness.py`).  Whichever ends the attempt first wins and cancels the
 others.  Then the restart policy decides: back off and launch again, or end for good.
 
 The job's teardown cancels this task (`scope`) and then stops a live process itself,
