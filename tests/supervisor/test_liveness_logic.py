@@ -244,3 +244,37 @@ async def test_log_silence_counts_one_failure_per_period(tmp_path: Path) -> None
     decided = console.at("w", "stopping")
     assert 8.0 <= decided <= 11.0
     assert (result.reason or "").startswith("w failed: unhealthy: log silence (3 s) failed 3 times (last: no new log")
+
+
+async def test_an_unhealthy_leader_restarts_its_whole_group(tmp_path: Path) -> None:
+    # A two-node worker: only the leader has the port (and the probe); its follower goes with it.
+    policy = Restart(policy=RestartMode.ON_FAILURE, max_restarts=2, backoff_seconds=1.0)
+    restarted: list[float] = []
+
+    class Marking(ClockedConsole):
+        def event(self, event: Event) -> None:
+            super().event(event)
+            if event.unit == "lead" and event.state == "backoff":
+                restarted.append(self.clock.now())
+
+    units = [
+        worker("lead", liveness=live(), restart=policy, group="decode_0"),
+        worker("follow", restart=policy, group="decode_0"),
+    ]
+    result, console, _, _ = await go(
+        tmp_path,
+        units,
+        {"lead": FakeRun(), "follow": FakeRun()},
+        lambda t: 503 if t >= 2 and not restarted else 200,
+        hold=True,
+        stop_at=12.0,
+        console_type=Marking,
+    )
+    lead = [e for _, e in console.seen if e.unit == "lead"]
+    follow = [e for _, e in console.seen if e.unit == "follow"]
+    assert (lead[2].state, (lead[2].reason or "")[:10]) == ("stopping", "unhealthy:")
+    assert follow[2].state == "stopping"
+    assert (follow[2].reason or "").startswith("restarted with group decode_0: lead unhealthy: ")
+    assert result.view.units["lead"].restarts == 1
+    assert result.view.units["follow"].restarts == 1
+    assert [e.state for e in follow][-4:] == ["starting", "ready", "stopping", "stopped"]
