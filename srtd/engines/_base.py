@@ -146,13 +146,7 @@ class Engine:
                 probe = TcpProbe(node=proc.node, port=port)
         if probe is None and spec.log_silence_seconds is None:
             return None
-        return Liveness(
-            probe=probe,
-            period_seconds=spec.period_seconds,
-            timeout_seconds=spec.timeout,
-            failure_threshold=spec.failure_threshold,
-            log_silence_seconds=spec.log_silence_seconds,
-        )
+        return Liveness(probe=probe, **spec.timings())
 
     def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint) -> Srun:
         options = {**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}

@@ -176,6 +176,15 @@ class LivenessSpec(Section):
             return self.timeout_seconds
         return min(DEFAULT_LIVENESS_TIMEOUT, self.period_seconds)
 
+    def timings(self) -> dict[str, Any]:
+        """The plan's `Liveness` fields besides the probe, defaults resolved."""
+        return {
+            "period_seconds": self.period_seconds,
+            "timeout_seconds": self.timeout,
+            "failure_threshold": self.failure_threshold,
+            "log_silence_seconds": self.log_silence_seconds,
+        }
+
     def probes(self) -> dict[str, object]:
         named = {"port": self.port, "tcp": self.tcp, "http": self.http, "log": self.log}
         return {"default": self.default or None, **named}

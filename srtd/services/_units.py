@@ -119,13 +119,7 @@ def liveness_of(spec: LivenessSpec | None, readiness: Readiness | None, node: st
             probe = HttpProbe(node=node, port=port, path=spec.http.path, status=spec.http.status)
         else:
             probe = TcpProbe(node=node, port=port)
-    return Liveness(
-        probe=probe,
-        period_seconds=spec.period_seconds,
-        timeout_seconds=spec.timeout,
-        failure_threshold=spec.failure_threshold,
-        log_silence_seconds=spec.log_silence_seconds,
-    )
+    return Liveness(probe=probe, **spec.timings())
 
 
 def service_ports(eff: EffectiveService) -> dict[str, int]:

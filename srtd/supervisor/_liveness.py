@@ -71,7 +71,6 @@ class LivenessWatcher:
         self.heartbeat = re.compile(probe.pattern) if isinstance(probe, LogProbe) else None
         self.last_line = clock.now()  # silence is counted from ready at the earliest
         self.beat_seen = False
-        self.checks = 0  # probes run (tests and the benchmark read it)
 
     def on_line(self, line: LogLine) -> None:
         if line.generation < self.generation:
@@ -104,7 +103,6 @@ class LivenessWatcher:
         """(what failed, why) for a failed period, None for a good one."""
         live = self.liveness
         probe = live.probe
-        self.checks += 1
         if probe is not None and not isinstance(probe, LogProbe):
             host = self.host or probe.node
             outcome: list[ProbeResult] = []

@@ -19,8 +19,8 @@ import pytest
 from srtd.events import Event, JobState, UnitState
 from srtd.launch import FakeLauncher, FakeRun
 from srtd.supervisor import JobResult, NullConsole, ScaledClock, Stop, supervise
-from srtd.unit import HttpProbe, Liveness, LogProbe, Plan, Readiness, Restart, RestartMode, Unit, UnitKind
-from tests.supervisor.helpers import check_journal
+from srtd.unit import HttpProbe, Liveness, LogProbe, Readiness, Restart, RestartMode, Unit, UnitKind
+from tests.supervisor.helpers import PlanMaker, check_journal
 
 pytestmark = pytest.mark.anyio
 
@@ -91,16 +91,7 @@ async def go(
     stop_at: float | None = None,
     console_type: type[ClockedConsole] = ClockedConsole,
 ) -> tuple[JobResult, ClockedConsole, Health, FakeLauncher]:
-    plan = Plan(
-        name="liveness",
-        job_id="1",
-        log_dir=str(tmp_path / "logs"),
-        nodes={},
-        allocation=("n1",),
-        phases=("p",),
-        units=tuple(units),
-        hold=hold,
-    )
+    plan = PlanMaker(root=tmp_path, token="liveness-logic").plan(*units, hold=hold)  # no processes: any token
     clock = ScaledClock(SPEED)
     launcher = FakeLauncher(script, clock=clock)  # type: ignore[arg-type]
     console = console_type(clock)
