@@ -197,6 +197,12 @@ class ServiceConfig(Section):
                     "readiness",
                     "per-worker instances share their node's ports; only a `log` probe can tell them apart",
                 )
+            if self.liveness is not None and self.liveness.named_probe() not in (None, "log"):
+                rules.add(
+                    "liveness",
+                    "per-worker instances share their node's ports; only a `log` probe or "
+                    "`log_silence_seconds` can tell them apart",
+                )
         if self.nodes is not None and self.placement_node not in (None, "workers"):
             rules.add("placement.node", "a service that owns nodes is placed on its own pool (`workers`)")
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+import srtd.cli._commands  # noqa: F401
+from srtd.cli._main import cli
 from srtd.unit import HttpProbe, Liveness, LogProbe, TcpProbe
-from tests.plan._util import HEAD_LINES, check_problems, load_problems, plan, plan_error
+from tests.plan._util import HEAD, HEAD_LINES, check_problems, load_problems, plan, plan_error
 
 SGLANG = """\
 engine: sglang
@@ -183,3 +188,30 @@ def test_a_service_without_a_port_to_reuse_is_refused() -> None:
     )
     message = plan_error(SERVICE.format(readiness="null", liveness="{tcp: {}}"))
     assert message == "service 'side': liveness: give the probe a port (its readiness probe has none to reuse)"
+
+
+def test_per_worker_service_instances_cannot_share_a_port_probe() -> None:
+    body = SERVICE.format(readiness="{log: {pattern: up}}", liveness="{tcp: {port: 9000}}").replace(
+        "    command: [side]\n", "    command: [side]\n    placement: {node: agg, per: worker}\n"
+    )
+    problems = load_problems(body)
+    assert [(path, message) for _, path, message in problems] == [
+        (
+            "services.0.liveness",
+            "per-worker instances share their node's ports; only a `log` probe or "
+            "`log_silence_seconds` can tell them apart",
+        )
+    ]
+
+
+def test_srtd_plan_shows_the_liveness_check(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    liveness = "{http: {}, period_seconds: 4, timeout_seconds: 2, log_silence_seconds: 120}"
+    recipe.write_text(HEAD + SGLANG.format(liveness=liveness, frontend="sglang-router"))
+    result = CliRunner().invoke(cli, ["plan", str(recipe)], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    alive = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("alive:")]
+    assert alive == [
+        "alive: every 4 s: http node1:6100/health = 200 (timeout 2 s); log silence 120 s; "
+        "unhealthy after 3 failed in a row"
+    ]
