@@ -13,7 +13,7 @@
   (where `setpriv` supports it) each unit also carries `PR_SET_PDEATHSIG=SIGKILL`.
 - When a unit's main process exits, whatever it left in its process group is
   SIGKILLed (Slurm does the same when a step ends).
-- SIGTERM is followed by SIGCONT, as Slurm's `scancel` does: a stopped (frozen)
+- SIGTERM is followed by SIGCONT, as Slurm's own job termination does: a stopped (frozen)
   process that handles SIGTERM keeps it pending until it runs again, so without
   SIGCONT it would only end at the SIGKILL deadline.
 """
