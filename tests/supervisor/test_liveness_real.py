@@ -130,7 +130,7 @@ async def test_a_frozen_worker_is_found_stopped_restarted_and_ready_again(maker:
     assert "ReadTimeout" in verdict["last"] or "no answer" in verdict["last"]
     # Declared after `failure_threshold` periods of the hang, not at once and not much later.
     decided = stopping.ts - frozen_at
-    assert (THRESHOLD - 1) * PERIOD <= decided <= (THRESHOLD + 2) * PERIOD + 1.0
+    assert (THRESHOLD - 1) * PERIOD <= decided <= THRESHOLD * PERIOD + 5.0  # generous: a loaded machine
     # Stopped on SIGCONT + SIGTERM within its own shutdown, not at the 20 s SIGKILL deadline.
     exited = next(e for e in events if e.state == "exited" and e.attempt == 0)
     assert exited.signal == signal.SIGTERM
