@@ -26,6 +26,8 @@ pytestmark = pytest.mark.anyio
 PERIOD = 0.3
 THRESHOLD = 3
 PROBE_TIMEOUT = 0.2
+# Units freeze 2 s after they start: after they are ready even when a loaded machine
+# takes a second to start Python (a freeze before ready would be a readiness timeout).
 
 
 class Watching(NullConsole):
@@ -108,7 +110,7 @@ async def test_a_frozen_worker_is_found_stopped_restarted_and_ready_again(maker:
         "--http",
         str(port),
         "--freeze",
-        "0:1.0",
+        "0:2.0",
         readiness=http_ready(port),
         liveness=http_liveness(port),
         restart=policy,
@@ -159,7 +161,7 @@ async def test_a_frozen_critical_worker_without_restarts_fails_the_job(maker: Pl
         "--http",
         str(port),
         "--freeze",
-        "0:0.8",
+        "0:2.0",
         readiness=http_ready(port),
         liveness=http_liveness(port),
         terminate_timeout=20.0,
@@ -203,12 +205,12 @@ async def test_a_tcp_probe_alone_does_not_see_a_sigstop_hang(maker: PlanMaker) -
         "--listen",
         str(listener),
         "--freeze",
-        "0:0.5",
+        "0:2.0",
         readiness=http_ready(port),
         liveness=tcp_live,
     )
     # Ten periods after the freeze the kernel still accepts for the stopped process.
-    maker.unit("bench", "--exit", f"0:{0.5 + 10 * PERIOD}", terminal=True)
+    maker.unit("bench", "--exit", f"0:{2.0 + 10 * PERIOD}", terminal=True)
     result = await run_until(maker.plan(), Watching(), None)
     assert result.state is JobState.SUCCEEDED
     assert [m["event"] for m in maker.marks("w")][:2] == ["start", "freeze"]
@@ -219,7 +221,7 @@ async def test_a_tcp_probe_alone_does_not_see_a_sigstop_hang(maker: PlanMaker) -
 async def test_a_job_stopped_while_a_worker_is_frozen_tears_down_in_its_normal_time(maker: PlanMaker) -> None:
     port = free_port()
     # A hang nobody probes for: only the stop path (SIGCONT + SIGTERM) is under test.
-    maker.unit("w", "--http", str(port), "--freeze", "0:1.0", readiness=http_ready(port), terminate_timeout=20.0)
+    maker.unit("w", "--http", str(port), "--freeze", "0:2.0", readiness=http_ready(port), terminate_timeout=20.0)
     maker.unit("etcd", tier=2)
     console = Watching()
 
@@ -241,8 +243,11 @@ async def test_a_job_stopped_while_a_worker_is_frozen_tears_down_in_its_normal_t
     assert [m["event"] for m in maker.marks("w")] == ["start", "freeze", "signal", "exit"]
 
 
+UP = Readiness(probe=LogProbe(pattern="^up$"), timeout_seconds=10)  # checks start once Python runs
+
+
 def heartbeat_args(until: float, every: float = 0.1) -> list[str]:
-    args: list[str] = []
+    args: list[str] = ["--say", "0.05:up"]
     t = 0.1
     while t <= until + 1e-9:
         args += ["--say", f"{t:.2f}:heartbeat attempt {{attempt}}"]
@@ -256,7 +261,7 @@ async def test_a_unit_whose_heartbeat_stops_is_restarted(maker: PlanMaker) -> No
     )
     policy = Restart(policy=RestartMode.ON_FAILURE, max_restarts=2, backoff_seconds=0.1)
     # Beats for 1 s (the first attempt then falls silent; so would the second, later).
-    maker.unit("w", *heartbeat_args(1.0), liveness=live, restart=policy)
+    maker.unit("w", *heartbeat_args(1.0), readiness=UP, liveness=live, restart=policy)
     console = Watching()
     result = await run_until(maker.plan(hold=True), console, is_("w", "starting", attempt=1))
     stopping = next(e for e in unit_events(result, "w") if e.state == "stopping")
@@ -268,8 +273,8 @@ async def test_a_unit_whose_heartbeat_stops_is_restarted(maker: PlanMaker) -> No
 async def test_log_silence_restarts_a_quiet_unit_and_leaves_a_chatty_one_alone(maker: PlanMaker) -> None:
     silence = Liveness(period_seconds=PERIOD, failure_threshold=2, log_silence_seconds=0.6)
     policy = Restart(policy=RestartMode.ON_FAILURE, max_restarts=2, backoff_seconds=0.1)
-    maker.unit("quiet", *heartbeat_args(0.8), liveness=silence, restart=policy)
-    maker.unit("chatty", *heartbeat_args(6.0), liveness=silence, restart=policy)
+    maker.unit("quiet", *heartbeat_args(0.8), readiness=UP, liveness=silence, restart=policy)
+    maker.unit("chatty", *heartbeat_args(6.0), readiness=UP, liveness=silence, restart=policy)
     console = Watching()
     result = await run_until(maker.plan(hold=True), console, is_("quiet", "starting", attempt=1))
     quiet = next(e for e in unit_events(result, "quiet") if e.state == "stopping")
