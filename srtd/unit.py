@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 PLAN_FORMAT = 1
 
@@ -112,6 +112,24 @@ class Readiness(_Frozen):
     interval_seconds: float = 2.0
 
 
+class Liveness(_Frozen):
+    """Is a ready unit still alive?  Checked once per period, only while it is ready.
+
+    `probe` (tcp, http, or log: a heartbeat line at least once per period) and
+    `log_silence_seconds` (no new line at all for that long) each make a period
+    fail; `failure_threshold` consecutive failed periods end the attempt as
+    `unhealthy`, and the restart policy and `critical` decide as for a crash.
+    `timeout_seconds` bounds one tcp/http check.  At least one of `probe` and
+    `log_silence_seconds` is set.
+    """
+
+    probe: Annotated[TcpProbe | HttpProbe | LogProbe, Field(discriminator="type")] | None = None
+    period_seconds: float = 10.0
+    timeout_seconds: float = 5.0
+    failure_threshold: int = 3
+    log_silence_seconds: float | None = None
+
+
 # --------------------------------------------------------------------------- restart
 
 
@@ -195,6 +213,7 @@ class Unit(_Frozen):
     ports: dict[str, int] = Field(default_factory=dict)  # every listener it binds
     after: tuple[Edge, ...] = ()
     readiness: Readiness | None = None
+    liveness: Liveness | None = None  # in the JSON only when set (plans before it stay byte-identical)
     fatal_patterns: tuple[str, ...] = ()
     restart: Restart = Field(default_factory=Restart)
     critical: bool = True
@@ -210,6 +229,13 @@ class Unit(_Frozen):
     @property
     def node(self) -> str:
         return self.nodes[0]
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_liveness(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("liveness", ...) is None:
+            del data["liveness"]
+        return data
 
 
 # --------------------------------------------------------------------------- the plan

@@ -8,13 +8,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from srtd.unit import HttpProbe, LogProbe, Plan, Readiness, TcpProbe, Unit, WorkerCountProbe
+from srtd.unit import HttpProbe, Liveness, LogProbe, Plan, Probe, Readiness, TcpProbe, Unit, WorkerCountProbe
 
 
 def describe_readiness(ready: Readiness | None) -> str:
     if ready is None:
         return "started"
-    probe = ready.probe
+    return f"{_probe(ready.probe)} within {ready.timeout_seconds:g} s"
+
+
+def describe_liveness(live: Liveness) -> str:
+    """`every 10 s: http node1:7500/health = 200 (timeout 5 s); log silence 300 s; unhealthy after 3 ...`."""
+    checks = []
+    if live.probe is not None:
+        timeout = "" if isinstance(live.probe, LogProbe) else f" (timeout {live.timeout_seconds:g} s)"
+        checks.append(f"{_probe(live.probe)}{timeout}")
+    if live.log_silence_seconds is not None:
+        checks.append(f"log silence {live.log_silence_seconds:g} s")
+    every = f"every {live.period_seconds:g} s"
+    return f"{every}: {'; '.join(checks)}; unhealthy after {live.failure_threshold} failed in a row"
+
+
+def _probe(probe: Probe) -> str:
     if isinstance(probe, TcpProbe):
         what = f"tcp {probe.node}:{probe.port}"
     elif isinstance(probe, HttpProbe):
@@ -27,7 +42,7 @@ def describe_readiness(ready: Readiness | None) -> str:
             f"workers {probe.node}:{probe.port}{probe.path} "
             f"prefill>={probe.expect_prefill} decode>={probe.expect_decode}"
         )
-    return f"{what} within {ready.timeout_seconds:g} s"
+    return what
 
 
 def describe_restart(unit: Unit) -> str:
@@ -100,6 +115,8 @@ def _render_unit(unit: Unit, console: Console) -> None:
         facts.append("ports " + " ".join(f"{k}={v}" for k, v in unit.ports.items()))
     console.print("    " + " · ".join(facts), highlight=False)
     console.print(f"    ready: {describe_readiness(unit.readiness)}", highlight=False)
+    if unit.liveness is not None:
+        console.print(f"    alive: {describe_liveness(unit.liveness)}", highlight=False)
     if unit.after:
         waits = ", ".join(f"{e.unit} ({e.condition.value})" for e in unit.after[:6])
         more = f" +{len(unit.after) - 6} more" if len(unit.after) > 6 else ""

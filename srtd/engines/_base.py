@@ -10,10 +10,10 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from srtd.context import PlanContext, render
 from srtd.errors import PlanError
-from srtd.recipe import EngineConfig, Recipe, RoleConfig
+from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig
 from srtd.recipe._base import Section
 from srtd.topology import SYS, Endpoint, PortKind, PortPlan, Process
-from srtd.unit import HttpProbe, Readiness, Restart, RestartMode, Srun, Unit, UnitKind
+from srtd.unit import HttpProbe, Liveness, LogProbe, Readiness, Restart, RestartMode, Srun, TcpProbe, Unit, UnitKind
 
 WorkerLaunch = Literal["dynamo", "direct"]
 ListStyle = Literal["nargs", "repeat"]
@@ -68,6 +68,11 @@ class Engine:
     list_style: ClassVar[ListStyle] = "nargs"
     fatal_patterns: ClassVar[tuple[str, ...]] = ()
     sets_visible_devices: ClassVar[bool] = True
+    # The engine's own health endpoint, probed by `liveness: default`: this path on the
+    # Dynamo system port (Dynamo launch) or on the worker's HTTP port (direct launch).
+    # None: the engine has none srtd knows of, and `liveness: default` is refused.
+    # Every row says it; none is assumed.
+    health_path: ClassVar[str | None] = None
 
     # ------------------------------------------------------------------ questions
 
@@ -100,6 +105,49 @@ class Engine:
             interval_seconds=float(check.interval_seconds),
         )
 
+    def health_probe(
+        self, ctx: PlanContext, cfg: EngineConfig, proc: Process, mode: WorkerMode
+    ) -> HttpProbe | TcpProbe | LogProbe | None:
+        """The engine's own health endpoint (`health_path`), for `liveness: default`."""
+        if self.health_path is None or not proc.is_leader:
+            return None
+        port = proc.ports.get("sys") if mode.launch == "dynamo" else mode.public_port or proc.ports.get("http")
+        return HttpProbe(node=proc.node, port=port, path=self.health_path) if port else None
+
+    def has_health(self, cfg: EngineConfig) -> bool:
+        """Does `liveness: default` mean something for this engine?"""
+        return self.health_path is not None
+
+    def liveness_spec(self, recipe: Recipe, cfg: EngineConfig, role: str) -> LivenessSpec | None:
+        """The role's `liveness:` (an engine-wide one, where the engine has it, is the fallback)."""
+        return recipe.roles[role].liveness
+
+    def liveness(
+        self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode
+    ) -> Liveness | None:
+        """The worker's liveness check.  Port probes run on the leader (the one with the
+        ports); a log heartbeat and log silence watch every process of the worker."""
+        spec = self.liveness_spec(ctx.recipe, cfg, role)
+        if spec is None:
+            return None
+        probe: HttpProbe | TcpProbe | LogProbe | None = None
+        own = mode.public_port or proc.ports.get("http") or proc.ports.get("sys")
+        if spec.default:
+            probe = self.health_probe(ctx, cfg, proc, mode)
+        elif spec.log is not None:
+            probe = LogProbe(pattern=spec.log.pattern)
+        elif proc.is_leader and spec.http is not None:
+            port = spec.http.port or own
+            if port:
+                probe = HttpProbe(node=proc.node, port=port, path=spec.http.path, status=spec.http.status)
+        elif proc.is_leader and (spec.port is not None or spec.tcp is not None):
+            port = spec.port or (spec.tcp.port if spec.tcp else None) or own
+            if port:
+                probe = TcpProbe(node=proc.node, port=port)
+        if probe is None and spec.log_silence_seconds is None:
+            return None
+        return Liveness(probe=probe, **spec.timings())
+
     def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint) -> Srun:
         options = {**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}
         options.update(ctx.recipe.roles[role].srun_options)
@@ -118,6 +166,15 @@ class Engine:
                     problems.append((f"roles.{role}.args.{key}", f"must be {role!r} on the {role} role, got {value!r}"))
             elif key in self.owned_flags:
                 problems.append((f"roles.{role}.args.{key}", f"srtd sets --{key} itself; leave it out"))
+        spec = self.liveness_spec(recipe, cfg, role)
+        if spec is not None and spec.default and not self.has_health(cfg):
+            problems.append(
+                (
+                    f"roles.{role}.liveness" if recipe.roles[role].liveness is not None else "engine.liveness",
+                    f"`default` needs the engine's own health endpoint, and {self.name} has none srtd knows; "
+                    "name a probe (http, tcp or log)",
+                )
+            )
         return problems
 
     def role_flags(self, ctx: PlanContext, role: str, values: Mapping[str, object]) -> list[str]:
@@ -172,6 +229,7 @@ class Engine:
             log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}"),
             ports=ports,
             readiness=self.readiness(ctx, cfg, proc, mode),
+            liveness=self.liveness(ctx, cfg, role, proc, mode),
             fatal_patterns=self.patterns(recipe),
             restart=restart_of(role_cfg),
             critical=role_cfg.critical,

@@ -7,7 +7,7 @@ from typing import Any
 
 from srtd.context import PlanContext, render
 from srtd.engines._base import Engine, WorkerMode, need_port, register_engine
-from srtd.recipe import CustomEngine, EngineConfig, Recipe, ToyEngine
+from srtd.recipe import CustomEngine, EngineConfig, LivenessSpec, Recipe, ToyEngine
 from srtd.recipe._engines import AtomEngine, MockerEngine, SGLangEngine, TileRTEngine, TRTLLMEngine, VLLMEngine
 from srtd.topology import (
     BOOTSTRAP,
@@ -22,7 +22,7 @@ from srtd.topology import (
     PortPlan,
     Process,
 )
-from srtd.unit import HttpProbe, LogProbe, Readiness, Srun, TcpProbe
+from srtd.unit import HttpProbe, LogProbe, Readiness, Srun, TcpProbe, WorkerCountProbe
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
@@ -64,6 +64,7 @@ def _multi_node(ctx: PlanContext, proc: Process) -> list[str]:
 
 @register_engine(SGLangEngine)
 class SGLang(Engine):
+    health_path = "/health"  # sglang.launch_server and the Dynamo system port
     owned_flags = frozenset({"port", "host", "model-path", "disaggregation-mode", "nccl-port", "dist-init-addr"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
@@ -106,6 +107,7 @@ _VLLM_CONNECTORS = {
 
 @register_engine(VLLMEngine)
 class VLLM(Engine):
+    health_path = "/health"  # vllm serve and the Dynamo system port
     owned_flags = frozenset({"port", "host", "model", "disaggregation-mode", "kv-transfer-config-from-connector"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
@@ -186,6 +188,7 @@ def _drop_flag(argv: list[str], flag: str) -> list[str]:
 
 @register_engine(TRTLLMEngine)
 class TRTLLM(Engine):
+    health_path = "/health"  # trtllm-serve and the Dynamo system port
     launch_per_endpoint = True
     fatal_patterns = TRTLLM_FATAL
     owned_flags = frozenset({"port", "host", "model-path"})
@@ -246,6 +249,8 @@ class TRTLLM(Engine):
 class Mocker(Engine):
     """Dynamo's simulated engine (`python3 -m dynamo.mocker`), checked against ai-dynamo 1.6.1."""
 
+    health_path = "/health"  # the Dynamo system port
+
     launches = frozenset({"dynamo"})
     owned_flags = frozenset({"model-path", "model-name", "disaggregation-mode", "bootstrap-ports"})
 
@@ -298,6 +303,8 @@ def _num(value: float) -> str:
 class Custom(Engine):
     """Bring your own worker: the recipe's argv template, probed by its own `health`."""
 
+    health_path = None  # `liveness: default` is the recipe's own `health` probe
+
     launches = frozenset({"direct"})
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
@@ -341,6 +348,21 @@ class Custom(Engine):
             probe=probe, timeout_seconds=float(health.timeout_seconds), interval_seconds=float(health.interval_seconds)
         )
 
+    def health_probe(
+        self, ctx: PlanContext, cfg: EngineConfig, proc: Process, mode: WorkerMode
+    ) -> HttpProbe | TcpProbe | LogProbe | None:
+        ready = self.readiness(ctx, cfg, proc, mode)  # the recipe's `health`, resolved
+        if ready is None or isinstance(ready.probe, WorkerCountProbe):
+            return None
+        return ready.probe
+
+    def has_health(self, cfg: EngineConfig) -> bool:
+        return isinstance(cfg, CustomEngine) and cfg.health is not None
+
+    def liveness_spec(self, recipe: Recipe, cfg: EngineConfig, role: str) -> LivenessSpec | None:
+        own = cfg.liveness if isinstance(cfg, CustomEngine) else None
+        return recipe.roles[role].liveness or own
+
     def patterns(self, recipe: Recipe) -> tuple[str, ...]:
         own: tuple[str, ...] = ()
         for role in recipe.roles:
@@ -354,6 +376,8 @@ class Custom(Engine):
 @register_engine(ToyEngine)
 class Toy(Engine):
     """srtd's toy OpenAI-compatible worker: demos and tests without a GPU."""
+
+    health_path = "/health"
 
     launches = frozenset({"direct"})
     owned_flags = frozenset({"host", "port", "model", "role"})
@@ -385,6 +409,8 @@ class Toy(Engine):
 class Atom(Engine):
     """AMD ATOM workers.  The launch command follows srt-slurm's fork; not verified on hardware."""
 
+    health_path = None  # not verified on hardware: name a probe
+
     launches = frozenset({"direct"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
@@ -400,6 +426,8 @@ class Atom(Engine):
 @register_engine(TileRTEngine)
 class TileRT(Engine):
     """TileRT decode workers.  The launch command follows upstream's example; not verified on hardware."""
+
+    health_path = None  # not verified on hardware: name a probe
 
     launches = frozenset({"direct"})
 

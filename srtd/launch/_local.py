@@ -13,6 +13,9 @@
   (where `setpriv` supports it) each unit also carries `PR_SET_PDEATHSIG=SIGKILL`.
 - When a unit's main process exits, whatever it left in its process group is
   SIGKILLed (Slurm does the same when a step ends).
+- SIGTERM is followed by SIGCONT, as Slurm's own job termination does: a stopped (frozen)
+  process that handles SIGTERM keeps it pending until it runs again, so without
+  SIGCONT it would only end at the SIGKILL deadline.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ class LocalHandle:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._child.pid, sig)
+            if sig == signal.SIGTERM:
+                # Wake a stopped group so it can act on the SIGTERM now pending.
+                os.killpg(self._child.pid, signal.SIGCONT)
 
     async def kill(self) -> None:
         await self.signal(signal.SIGKILL)

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from srtd.recipe._base import Section, attribute_docs
 from srtd.recipe._engines import ENGINE_MODELS, ENGINE_NAMES, CustomEngine, EngineConfig, ToyEngine
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
-from srtd.recipe._probes import ServiceReadiness, WorkerHealth
+from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
@@ -67,6 +67,7 @@ __all__ = [
     "ROLE_NAMES",
     "CustomEngine",
     "EngineConfig",
+    "LivenessSpec",
     "LoadedRecipe",
     "Recipe",
     "RestartPolicy",

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from srtd.recipe._base import Rules, Section, StrSeq
-from srtd.recipe._probes import WorkerHealth
+from srtd.recipe._probes import LivenessField, WorkerHealth
 
 
 class SGLangEngine(Section):
@@ -141,6 +141,9 @@ class CustomEngine(Section):
     """Readiness of one worker; a probe without `port` uses the worker's own {port}."""
     fatal_log_patterns: StrSeq = ()
     """Log lines that mean the worker is gone even if its process lives on."""
+    liveness: LivenessField = None
+    """srtd: find a hung worker while it is ready (`default`: the `health` probe);
+    `roles.<role>.liveness` wins over it."""
 
     @model_validator(mode="after")
     def _command_not_blank(self) -> CustomEngine:

@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
 from srtd.recipe._engines import EngineField
+from srtd.recipe._probes import LivenessField
 
 ROLE_NAMES: tuple[str, ...] = ("prefill", "decode", "agg")
 RestartName = Literal["never", "on-failure", "always"]
@@ -99,6 +100,8 @@ class RoleConfig(Section):
     """A worker of this role failing for good fails the job."""
     restart: RestartField = Field(default_factory=RestartPolicy)
     """Relaunch exited workers: `never`, `on-failure`, `always`, or a policy mapping."""
+    liveness: LivenessField = None
+    """srtd: find a hung worker while it is ready (`default`: the engine's health endpoint)."""
 
     @property
     def colocated(self) -> bool:

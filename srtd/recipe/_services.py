@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, model_validator
 
 from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
-from srtd.recipe._probes import ServiceReadiness
+from srtd.recipe._probes import LivenessField, ServiceReadiness
 
 PlacementNode = Literal["head", "infra", "dedicated", "prefill", "decode", "agg", "workers", "compute", "all"]
 StartPhase = Literal["infra", "before_workers", "after_frontend"]
@@ -129,6 +129,8 @@ class ServiceConfig(Section):
     """Prometheus endpoints the service serves (one mapping or a list)."""
     after: StrSeq = ()
     """srtd: names of services that must be ready before this one starts."""
+    liveness: LivenessField = None
+    """srtd: find a hung service while it is ready (`default`: its readiness probe)."""
 
     @property
     def placement_node(self) -> str | None:
@@ -194,6 +196,12 @@ class ServiceConfig(Section):
                 rules.add(
                     "readiness",
                     "per-worker instances share their node's ports; only a `log` probe can tell them apart",
+                )
+            if self.liveness is not None and self.liveness.named_probe() not in (None, "log"):
+                rules.add(
+                    "liveness",
+                    "per-worker instances share their node's ports; only a `log` probe or "
+                    "`log_silence_seconds` can tell them apart",
                 )
         if self.nodes is not None and self.placement_node not in (None, "workers"):
             rules.add("placement.node", "a service that owns nodes is placed on its own pool (`workers`)")

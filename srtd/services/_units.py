@@ -6,7 +6,7 @@ import posixpath
 
 from srtd.context import PlanContext, render
 from srtd.errors import PlanError
-from srtd.recipe import ServiceReadiness
+from srtd.recipe import LivenessSpec, ServiceReadiness
 from srtd.services._builtin import placeholder_values
 from srtd.services._kind import Instance
 from srtd.services._resolve import EffectiveService
@@ -15,6 +15,7 @@ from srtd.unit import (
     Condition,
     Edge,
     HttpProbe,
+    Liveness,
     LogProbe,
     Readiness,
     Srun,
@@ -95,6 +96,32 @@ def readiness_of(spec: ServiceReadiness, node: str) -> Readiness:
     return Readiness(probe=probe, timeout_seconds=spec.timeout_seconds, interval_seconds=spec.interval_seconds)
 
 
+def liveness_of(spec: LivenessSpec | None, readiness: Readiness | None, node: str, service: str) -> Liveness | None:
+    """A service's liveness: `default` and a port-less tcp/http probe reuse its readiness probe's port."""
+    if spec is None:
+        return None
+    ready = readiness.probe if readiness is not None else None
+    ready_port = ready.port if isinstance(ready, TcpProbe | HttpProbe) else None
+    where = f"service {service!r}: liveness"
+    probe: TcpProbe | HttpProbe | LogProbe | None = None
+    if spec.default:
+        if not isinstance(ready, TcpProbe | HttpProbe):
+            raise PlanError(f"{where}: `default` reuses a tcp or http readiness probe, and it has none; name a probe")
+        probe = ready
+    elif spec.log is not None:
+        probe = LogProbe(pattern=spec.log.pattern)
+    elif spec.http is not None or spec.tcp is not None or spec.port is not None:
+        written = spec.port or (spec.tcp.port if spec.tcp else None) or (spec.http.port if spec.http else None)
+        port = written or ready_port
+        if port is None:
+            raise PlanError(f"{where}: give the probe a port (its readiness probe has none to reuse)")
+        if spec.http is not None:
+            probe = HttpProbe(node=node, port=port, path=spec.http.path, status=spec.http.status)
+        else:
+            probe = TcpProbe(node=node, port=port)
+    return Liveness(probe=probe, **spec.timings())
+
+
 def service_ports(eff: EffectiveService) -> dict[str, int]:
     """Every port one instance listens on: the kind's, plus the port its readiness names."""
     ports = eff.kind.ports(eff.config)
@@ -170,6 +197,7 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
                 ports=service_ports(eff),
                 after=source_edge,
                 readiness=readiness,
+                liveness=liveness_of(svc.liveness, readiness, inst.node, eff.name),
                 critical=eff.critical,
                 terminal=svc.terminal,
                 tier=eff.tier,

@@ -6,7 +6,8 @@
 `UnitRunner.run` is one task of the job's task group.  An attempt runs three watchers
 concurrently: the process exit, the readiness probe (with its timeout) and the log
 watcher (fatal patterns and the log probe, fed line by line by the file's tailer);
-`run_timeout` adds a fourth.  Whichever ends the attempt first wins and cancels the
+`run_timeout` adds a fourth, `liveness` a fifth (idle until the attempt is ready,
+see `_liveness.py`).  Whichever ends the attempt first wins and cancels the
 others.  Then the restart policy decides: back off and launch again, or end for good.
 
 The job's teardown cancels this task (`scope`) and then stops a live process itself,
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -31,10 +32,11 @@ from srtd.errors import LaunchError
 from srtd.events import FINAL_UNIT_STATES, Event, UnitState
 from srtd.launch import ExitStatus, Handle, signal_name
 from srtd.supervisor._clock import within
+from srtd.supervisor._liveness import LivenessWatcher
 from srtd.supervisor._probes import check, describe, probe_delay
 from srtd.supervisor._restart import RestartTracker, rotated_log
 from srtd.supervisor._tail import LogLine, Tailer
-from srtd.unit import Condition, Edge, LogProbe, Readiness, Unit
+from srtd.unit import Condition, Edge, Liveness, LogProbe, Readiness, Unit
 
 if TYPE_CHECKING:
     from srtd.supervisor._port import JobPort
@@ -55,7 +57,7 @@ class Verdict(Enum):
     FAILED = "failed"
 
 
-EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group"]
+EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class AttemptEnd:
     kind: EndKind
     reason: str = ""
     delay: float | None = None  # group restarts: the backoff the group shares
+    detail: dict[str, Any] | None = None  # journaled with the event that starts stopping it
 
 
 class UnitRunner:
@@ -255,6 +258,8 @@ class UnitRunner:
                         self._mark_ready()
                     if self.unit.run_timeout is not None:
                         tg.start_soon(self._run_timer, self.unit.run_timeout, finish)
+                    if self.unit.liveness is not None:
+                        tg.start_soon(self._watch_liveness, self.unit.liveness, tailer, generation, finish)
         finally:
             self._finish = None
         assert end is not None
@@ -312,6 +317,20 @@ class UnitRunner:
         if self.last_probe:
             reason += f" (last probe: {describe(probe, self._probe_host())}: {self.last_probe})"
         finish(AttemptEnd("not-ready", reason))
+
+    async def _watch_liveness(
+        self, liveness: Liveness, tailer: Tailer, generation: int, finish: Callable[[AttemptEnd], None]
+    ) -> None:
+        """From ready on (never before), until the attempt ends: is it still alive?"""
+        await self._ready_event.wait()
+        probe = liveness.probe
+        host = None if probe is None or isinstance(probe, LogProbe) else self.port.address(probe.node)
+        watcher = LivenessWatcher(
+            liveness, clock=self.port.clock, http=self.port.http, host=host, generation=generation
+        )
+        with tailer.watch(watcher.on_line):
+            verdict = await watcher.run(lambda: self.port.stopping)
+        finish(AttemptEnd("unhealthy", verdict.reason, detail={"unhealthy": verdict.detail()}))
 
     def _probe_host(self) -> str | None:
         probe = self.unit.readiness.probe if self.unit.readiness is not None else None
@@ -373,10 +392,10 @@ class UnitRunner:
                 if unit.critical:
                     # The job stops at once; its teardown stops this process in its tier.
                     self.failure = reason
-                    self.emit(UnitState.STOPPING, attempt=self.attempt, reason=reason)
+                    self.emit(UnitState.STOPPING, attempt=self.attempt, reason=reason, detail=end.detail)
                     self.port.fail(self.name, reason)
                     return False
-                await self._stop_own(reason)
+                await self._stop_own(reason, end.detail)
             self.failure = reason
             self._final(UnitState.FAILED, reason)
             if unit.terminal:
@@ -402,7 +421,7 @@ class UnitRunner:
             own = self.restarts.schedule(ran_clean)
             delay = end.delay if end.delay is not None else own
         if self.live:
-            await self._stop_own(reason)
+            await self._stop_own(reason, end.detail)
         number = self.restarts.count
         self.emit(
             UnitState.BACKOFF,
@@ -433,9 +452,9 @@ class UnitRunner:
             await wait()
         return True
 
-    async def _stop_own(self, reason: str) -> None:
+    async def _stop_own(self, reason: str, detail: dict[str, Any] | None = None) -> None:
         """Stop a live attempt that failed (or must restart) while the job goes on."""
-        self.emit(UnitState.STOPPING, attempt=self.attempt, reason=reason)
+        self.emit(UnitState.STOPPING, attempt=self.attempt, reason=reason, detail=detail)
         killed = await self._signal_and_wait()
         status = self.status
         note = f"killed after {self.unit.terminate_timeout:g} s" if killed else "stopped"

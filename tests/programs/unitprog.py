@@ -12,6 +12,7 @@ from SRTD_ATTEMPT), so tests can check order, overlap and timing from the outsid
     --body JSON             the body every HTTP GET answers (200)
     --exit CODE[:T]         exit with CODE at T seconds (every attempt)
     --crash ATTEMPTS:CODE:T exit with CODE at T seconds on the listed attempts (0,1)
+    --freeze ATTEMPTS:T     SIGSTOP itself at T seconds on the listed attempts (0,1): a hang
     --ignore-term           ignore SIGTERM
     --term-exit CODE        on SIGTERM exit with CODE (default: die of SIGTERM)
     --term-delay T          on SIGTERM wait T seconds before going
@@ -50,7 +51,16 @@ def split_time(spec: str) -> tuple[str, float]:
     return spec, 0.0
 
 
+def main_thread_signals_only() -> None:
+    # A stopped process gets its pending SIGTERM delivered, once SIGCONT wakes it, to
+    # whichever thread runs first; the Python handler only runs promptly when that is
+    # the main thread (the others never interrupt its sleep).  Server threads and the
+    # threads they spawn (which inherit the mask) therefore block the stop signals.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
 def listen(port: int) -> None:
+    main_thread_signals_only()
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
@@ -61,6 +71,7 @@ def listen(port: int) -> None:
 
 
 def serve_http(port: int, body: str) -> None:
+    main_thread_signals_only()
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
@@ -90,6 +101,7 @@ def main() -> None:
     p.add_argument("--body", default='{"ok": true}')
     p.add_argument("--exit")
     p.add_argument("--crash", action="append", default=[])
+    p.add_argument("--freeze", action="append", default=[])
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--term-exit", type=int)
     p.add_argument("--term-delay", type=float, default=0.0)
@@ -139,6 +151,10 @@ def main() -> None:
         attempts, code, at_s = spec.split(":")
         if str(ATTEMPT) in attempts.split(","):
             actions.append((float(at_s), "exit", code))
+    for spec in args.freeze:
+        attempts, at_s = spec.split(":")
+        if str(ATTEMPT) in attempts.split(","):
+            actions.append((float(at_s), "freeze", ""))
     actions.sort(key=lambda a: (a[0], a[1] == "exit"))
 
     for at, kind, value in actions:
@@ -156,6 +172,9 @@ def main() -> None:
             threading.Thread(target=listen, args=(int(value),), daemon=True).start()
         elif kind == "http":
             threading.Thread(target=serve_http, args=(int(value), args.body), daemon=True).start()
+        elif kind == "freeze":
+            record("freeze")
+            os.kill(os.getpid(), signal.SIGSTOP)  # every thread stops; the kernel still accepts
         elif kind == "exit":
             record("exit", code=int(value))
             sys.stdout.flush()
