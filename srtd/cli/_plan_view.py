@@ -79,10 +79,6 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print("runs until stopped (manual benchmark, no terminal unit)")
     for path in plan.files:
         console.print(f"writes: {path}")
-    if plan.warnings:
-        console.print()
-        for warning in plan.warnings:
-            console.print(Text(f"warning: {warning}", style="yellow"))
 
 
 def _render_unit(unit: Unit, console: Console) -> None:

@@ -33,6 +33,18 @@ class LoadedRecipe:
         key: PathKey = tuple(_split(path)) if isinstance(path, str) else path
         return self.positions.problem(message, key, prefer_key=prefer_key, variant=self.variant)
 
+    def locate(self, problem: Problem) -> Problem:
+        """A problem found later (by the plan builder) pinned to this recipe's file and line.
+
+        One with a field path gets the line and column of that key; one without
+        names the file (and variant) only.
+        """
+        if problem.file is not None:
+            return problem
+        if problem.path:
+            return self.problem(problem.message, problem.path)
+        return Problem(problem.message, file=self.file, variant=self.variant)
+
 
 def _split(path: str) -> list[str | int]:
     return [int(p) if p.isdigit() else p for p in path.split(".") if p]
