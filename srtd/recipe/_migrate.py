@@ -1,0 +1,632 @@
+"""Rewriting a schema 1 recipe as schema 2, keeping its comments and key order.
+
+The document is loaded with ruamel's round-trip loader and changed in place:
+a key that moves takes its comment with it (ruamel keeps a key's comment in its
+parent's `ca.items`), new keys are inserted where the key they replace stood.
+The folding rules are srt-slurm's own (`srtctl migrate`):
+
+- `resources.<role>_nodes / _workers / _critical`, `gpus_per_<role>` -> `roles.<role>.*`
+  (`decode_nodes: 0` -> `colocate`)
+- `backend` -> `engine` (type and engine-wide knobs) and `roles.<role>.env / args /
+  extra_args / kv_events`; `backend.mooncake_kv_store` -> a `mooncake-master` service
+  whose env is copied into every role's env
+- `infra` (and `resources.etcd_nats_dedicated_node`) -> etcd / nats services
+- `dynamo.hash / version / wheel / cargo_patches` -> `dynamo.source`; `dynamo.sidecar`
+  -> `roles.<role>.sidecar`
+- placement fields -> `placement.node` (dedicated wins); `frontend.type: sglang` ->
+  `sglang-router`; `auxiliary_services` -> `services`
+- `schema: 2` is set.
+
+Whatever has no schema 2 field is taken out of the live document and kept, as
+YAML comments, in a block at the end of the file, each one named in a note.
+Nothing is dropped in silence: every comment of the original is in the output.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+
+from srtd._yaml import parse_text
+from srtd.errors import Problem, RecipeError
+from srtd.recipe._errors import _data_path
+from srtd.recipe._recipe import Recipe
+from srtd.recipe._variants import OVERRIDE_KEY
+
+ROLES = {"prefill": "prefill", "decode": "decode", "agg": "agg", "aggregated": "agg"}
+RESOURCE_ROLE_KEY = re.compile(r"^(?:(prefill|decode|agg)_(nodes|workers|critical)|gpus_per_(prefill|decode|agg))$")
+ENGINE_CONFIG_KEY = re.compile(r"^(\w+)_config$")
+ROLE_KEY = re.compile(r"^(prefill|decode|aggregated|agg)_(environment|extra_args)$")
+DYNAMO_SOURCE = {"hash": "rev", "version": "pypi", "wheel": "wheel", "cargo_patches": "patches"}
+DYNAMO_GIT = "https://github.com/ai-dynamo/dynamo"
+KEPT_HEADER = "srtd migrate: schema 1 content with no schema 2 equivalent, kept as comments"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """The outcome of migrating one file."""
+
+    text: str
+    """The schema 2 text; the input itself when nothing had to change."""
+    changed: bool
+    notes: tuple[str, ...] = ()
+    """One line per decision the user should look at (kept content, dropped knobs)."""
+
+
+_RoleValue = tuple[str, str, Any, Any]  # (role, field, value, its comment)
+
+
+@dataclass
+class _Context:
+    """What a block's fold needs to know about the rest of the file."""
+
+    engine_type: str | None = None  # the base's, for override blocks that set engine knobs only
+    roles: tuple[str, ...] = ()  # the roles of the base, for per-role copies in override blocks
+    frontend: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- yaml
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a long string
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def _dump(data: Any) -> str:
+    out = io.StringIO()
+    _yaml().dump(data, out)
+    return out.getvalue()
+
+
+def _comment_lines(node: Any) -> Iterator[str]:
+    """Every comment line of a round-trip tree, stripped."""
+    ca = getattr(node, "ca", None)
+    if ca is not None:
+        tokens: list[Any] = [ca.comment, *ca.items.values(), getattr(ca, "end", None)]
+        for token in tokens:
+            yield from _token_lines(token)
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _comment_lines(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _comment_lines(value)
+
+
+def _token_lines(token: Any) -> Iterator[str]:
+    if token is None:
+        return
+    if isinstance(token, list):
+        for item in token:
+            yield from _token_lines(item)
+        return
+    value = getattr(token, "value", None)
+    if isinstance(value, str):
+        for line in value.splitlines():
+            if line.strip().startswith("#"):
+                yield line.strip()
+
+
+# --------------------------------------------------------------------------- moving keys
+
+
+def _pop(src: CommentedMap, key: str) -> tuple[Any, Any]:
+    """Remove a key; (its value, its comment)."""
+    comment = src.ca.items.pop(key, None)
+    value = src.pop(key)
+    return value, comment
+
+
+def _put(dst: CommentedMap, key: str, value: Any, comment: Any = None, *, at: int | None = None) -> None:
+    if at is None or at >= len(dst):
+        dst[key] = value
+    else:
+        dst.insert(at, key, value)
+    if comment is not None:
+        dst.ca.items[key] = comment
+
+
+def _child(parent: CommentedMap, key: str, *, at: int | None = None) -> CommentedMap:
+    """The mapping at `parent[key]`, created (at position `at`) when missing."""
+    node = parent.get(key)
+    if not isinstance(node, CommentedMap):
+        node = CommentedMap()
+        _put(parent, key, node, at=at)
+    return node
+
+
+def _index(node: CommentedMap, key: str) -> int:
+    return list(node).index(key)
+
+
+def _role_entry(doc: CommentedMap, role: str, ctx: _Context, at: int | None) -> CommentedMap:
+    return _child(_child(doc, "roles", at=at), role)
+
+
+# --------------------------------------------------------------------------- the folds
+
+
+def _fold_resources(doc: CommentedMap, ctx: _Context) -> None:
+    resources = doc.get("resources")
+    if not isinstance(resources, CommentedMap):
+        return
+    at = _index(doc, "resources") + 1
+    for key in list(resources):
+        match = RESOURCE_ROLE_KEY.match(str(key))
+        if match:
+            role = match.group(1) or match.group(3)
+            what = {"nodes": "nodes", "workers": "workers", "critical": "critical"}.get(match.group(2) or "", "gpus")
+            value, comment = _pop(resources, key)
+            if role == "decode" and what == "nodes":
+                value = _colocate(value)
+            entry = _role_entry(doc, role, ctx, at)
+            _put(entry, what, value, comment)
+        elif key == "etcd_nats_dedicated_node":
+            value, comment = _pop(resources, key)
+            _infra_services(doc, {"etcd_nats_dedicated_node": value}, comment, ctx, at=len(doc))
+
+
+def _colocate(value: Any) -> Any:
+    """`decode_nodes: 0` meant "on the prefill nodes"; zipped lists map item by item."""
+    if isinstance(value, list):
+        return CommentedSeq([_colocate(v) for v in value])
+    if value == 0 and not isinstance(value, bool):
+        return "colocate"
+    return value
+
+
+def _split_backend(backend: CommentedMap, ctx: _Context) -> tuple[Any, CommentedMap, list[_RoleValue], Any]:
+    """(engine type, engine-wide knobs, per-role values, mooncake_kv_store) of a `backend` block."""
+    engine_type = backend.get("type")
+    knobs = CommentedMap()
+    role_values: list[_RoleValue] = []
+    store: tuple[Any, Any] | None = None
+    for key in list(backend):
+        value, comment = _pop(backend, key)
+        config = ENGINE_CONFIG_KEY.match(str(key))
+        per_role = ROLE_KEY.match(str(key))
+        if key == "type":
+            continue
+        if per_role:
+            what = "env" if per_role.group(2) == "environment" else "extra_args"
+            role_values.append((ROLES[per_role.group(1)], what, value, comment))
+        elif key == "kv_events_config":
+            role_values += _per_role(value, "kv_events", ctx)
+        elif config and isinstance(value, CommentedMap):
+            engine_type = engine_type or config.group(1)
+            role_values += _per_role(value, "args", ctx)
+            if value:
+                knobs[key] = value  # not a role: named by the unknown-key check
+        elif key == "mooncake_kv_store":
+            store = (value, comment)
+        else:
+            _put(knobs, key, value, comment)
+    return engine_type, knobs, role_values, store
+
+
+def _per_role(value: Any, what: str, ctx: _Context) -> list[_RoleValue]:
+    """`{prefill: x, decode: y}` -> one value per role; a bare value goes to every role."""
+    if not isinstance(value, CommentedMap):
+        return [(r, what, value, None) for r in ctx.roles]
+    out = []
+    for mode in list(value):
+        if str(mode) in ROLES:
+            inner, inner_comment = _pop(value, str(mode))
+            out.append((ROLES[str(mode)], what, inner, inner_comment))
+    return out
+
+
+def _fold_backend(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
+    backend = doc.get("backend")
+    if not isinstance(backend, CommentedMap):
+        return
+    if "engine" in doc:
+        ctx.notes.append("backend: the recipe has an `engine` already; `backend` left for you to merge")
+        return
+    at = _index(doc, "backend")
+    engine_type, knobs, role_values, store = _split_backend(backend, ctx)
+    backend_comment = doc.ca.items.pop("backend", None)
+    del doc["backend"]
+    engine_type = engine_type or (None if partial else "sglang")
+    if engine_type is None and knobs:
+        engine_type = ctx.engine_type
+    if knobs:
+        engine: Any = CommentedMap([("type", engine_type)])
+        for key in knobs:
+            _put(engine, key, knobs[key], knobs.ca.items.get(key))
+    else:
+        engine = engine_type
+    if engine is not None:
+        _put(doc, "engine", engine, backend_comment, at=at)
+        at += 1
+        ctx.engine_type = ctx.engine_type or engine_type
+    if "roles" in doc and _index(doc, "roles") < at:
+        # the roles (made from `resources`) follow the engine, where `backend` stood
+        roles, roles_comment = _pop(doc, "roles")
+        at -= 1
+        _put(doc, "roles", roles, roles_comment, at=at)
+    at = _index(doc, "roles") + 1 if "roles" in doc else at
+    for role, what, value, comment in role_values:
+        entry = _role_entry(doc, role, ctx, at)
+        if what == "env" and isinstance(entry.get("env"), dict) and isinstance(value, dict):
+            for k in value:
+                entry["env"][k] = value[k]
+        else:
+            _put(entry, what, value, comment)
+    if store is not None:
+        _mooncake(doc, store[0], store[1], ctx)
+
+
+def _mooncake(doc: CommentedMap, store: Any, comment: Any, ctx: _Context) -> None:
+    """`backend.mooncake_kv_store` -> a mooncake-master service; its env goes to every role."""
+    if not isinstance(store, dict):
+        store = {}
+    service = CommentedMap([("name", "mooncake-master"), ("type", "mooncake-master")])
+    if store.get("container") is not None:
+        service["container"] = store["container"]
+    extra = store.get("master_extra_args")
+    if extra:
+        service["args"] = CommentedSeq(extra.split() if isinstance(extra, str) else list(extra))
+    _services(doc).append(service)
+    if comment is not None:
+        doc.ca.items.setdefault("services", comment)
+    env = store.get("env") or {}
+    roles = doc.get("roles") or {}
+    for role in list(roles) or list(ctx.roles):
+        entry = _child(_child(doc, "roles"), role)
+        target = _child(entry, "env")
+        for key, value in env.items():
+            target.setdefault(key, value)
+    for key in store:
+        if key not in ("container", "master_extra_args", "env"):
+            ctx.notes.append(f"backend.mooncake_kv_store.{key}: no schema 2 field on the mooncake-master service; kept")
+            service.setdefault("options", CommentedMap())[key] = store[key]
+
+
+def _services(doc: CommentedMap) -> CommentedSeq:
+    services = doc.get("services")
+    if not isinstance(services, CommentedSeq):
+        services = CommentedSeq()
+        _put(doc, "services", services)
+    return services
+
+
+def _fold_infra(doc: CommentedMap, ctx: _Context) -> None:
+    infra = doc.get("infra")
+    if not isinstance(infra, dict):
+        return
+    at = _index(doc, "infra")
+    value, comment = _pop(doc, "infra")
+    _infra_services(doc, value, comment, ctx, at=at)
+
+
+def _infra_services(doc: CommentedMap, infra: Any, comment: Any, ctx: _Context, *, at: int) -> None:
+    dedicated = infra.get("etcd_nats_dedicated_node")
+    payload = infra.get("nats_max_payload_mb")
+    placement = "dedicated" if dedicated else ("infra" if dedicated is False and ctx.roles else None)
+    if placement is None and payload is None:
+        ctx.notes.append("infra: etcd and nats on the head node is the default; nothing to write")
+        return
+    for key in infra:
+        if key not in ("etcd_nats_dedicated_node", "nats_max_payload_mb"):
+            ctx.notes.append(f"infra.{key}: no schema 2 field; dropped")
+    entries = []
+    for kind in ("etcd", "nats"):
+        entry = CommentedMap([("name", kind), ("type", kind)])
+        if placement is not None:
+            entry["placement"] = CommentedMap([("node", placement)])
+        if kind == "nats" and payload is not None:
+            if ctx.frontend not in (None, "dynamo"):
+                ctx.notes.append(
+                    f"infra.nats_max_payload_mb: frontend {ctx.frontend!r} runs no NATS of Dynamo's; dropped"
+                )
+            else:
+                entry["options"] = CommentedMap([("max_payload_mb", payload)])
+        entries.append(entry)
+    if "services" not in doc:
+        _put(doc, "services", CommentedSeq(), comment, at=at)
+    elif comment is not None:
+        doc.ca.items.setdefault("services", comment)
+    services = doc["services"]
+    names = {s.get("name") for s in services if isinstance(s, dict)}
+    for entry in entries:
+        if entry["name"] not in names:
+            services.append(entry)
+    if ctx.roles and placement == "infra":
+        ctx.notes.append("infra in an override block: its services list replaces the base's, check it")
+
+
+def _fold_dynamo(doc: CommentedMap, ctx: _Context) -> None:
+    dynamo = doc.get("dynamo")
+    if not isinstance(dynamo, CommentedMap):
+        return
+    for key in list(dynamo):
+        if key in DYNAMO_SOURCE:
+            value, comment = _pop(dynamo, key)
+            source = _child(dynamo, "source")
+            if key == "hash":
+                source.setdefault("git", DYNAMO_GIT)
+            _put(source, DYNAMO_SOURCE[str(key)], value, comment)
+        elif key == "sidecar":
+            value, comment = _pop(dynamo, key)
+            roles = list(doc.get("roles") or ()) or list(ctx.roles)
+            if not roles:
+                _put(dynamo, key, value, comment)  # no role to carry it; schema 2 still reads it here
+                continue
+            for role in roles:
+                _put(_child(_child(doc, "roles"), role), "sidecar", value)
+            if comment is not None:
+                doc["roles"].ca.items.setdefault(roles[0], comment)
+    if dynamo.get("top_of_tree"):
+        ctx.notes.append("dynamo.top_of_tree: left as written; pin a `dynamo.source` for repeatable runs")
+
+
+def _fold_placement(doc: CommentedMap, section: str, fields: tuple[str, str]) -> None:
+    """`<section>.{<placement>, <dedicated flag>}` -> `<section>.placement.node` (dedicated wins)."""
+    node = doc.get(section)
+    if not isinstance(node, CommentedMap) or not any(f in node for f in fields):
+        return
+    at = min(_index(node, f) for f in fields if f in node)
+    named, flag = fields
+    where: Any = None
+    comment = None
+    if named in node:
+        where, comment = _pop(node, named)
+    dedicated = False
+    if flag in node:
+        dedicated, flag_comment = _pop(node, flag)
+        comment = comment or flag_comment
+    if dedicated:
+        where = "dedicated"
+    if where is None:
+        return
+    placement = _child(node, "placement", at=at)
+    _put(placement, "node", where, comment)
+
+
+def _fold_auxiliary(doc: CommentedMap) -> None:
+    if "auxiliary_services" not in doc:
+        return
+    at = _index(doc, "auxiliary_services")
+    value, comment = _pop(doc, "auxiliary_services")
+    if "services" in doc and isinstance(doc["services"], list):
+        doc["services"].extend(value or [])
+    else:
+        _put(doc, "services", value, comment, at=at)
+
+
+def _fold_telemetry(doc: CommentedMap, ctx: _Context) -> None:
+    """The old `telemetry: {provider: scraper}` block configured what is now `observability.tachometer`."""
+    telemetry = doc.get("telemetry")
+    if not isinstance(telemetry, CommentedMap) or telemetry.get("provider") != "scraper":
+        return
+    at = _index(doc, "telemetry")
+    value, comment = _pop(doc, "telemetry")
+    value.pop("provider")
+    observability = _child(doc, "observability", at=at)
+    tachometer = _child(observability, "tachometer")
+    if "enabled" in value:
+        enabled, enabled_comment = _pop(value, "enabled")
+        _put(tachometer, "enabled", enabled, enabled_comment)
+    if "default_frequency" in value:
+        hertz, hertz_comment = _pop(value, "default_frequency")
+        if isinstance(hertz, int | float) and hertz > 0:
+            _put(tachometer, "collect_interval_ms", round(1000 / hertz), hertz_comment)
+    for key in list(value):
+        item, item_comment = _pop(value, key)
+        _put(tachometer, key, item, item_comment)
+    if comment is not None:
+        observability.ca.items.setdefault("tachometer", comment)
+    ctx.notes.append("telemetry (provider: scraper): moved to observability.tachometer")
+
+
+def _fold_v2_leftovers(doc: CommentedMap) -> None:
+    """Keys renamed inside schema 2 itself."""
+    engine = doc.get("engine")
+    if isinstance(engine, CommentedMap) and "set_cuda_visible_devices" in engine:
+        at = _index(engine, "set_cuda_visible_devices")
+        value, comment = _pop(engine, "set_cuda_visible_devices")
+        _put(engine, "set_visible_devices", value, comment, at=at)
+    roles = doc.get("roles")
+    if isinstance(roles, CommentedMap):
+        for role in roles.values():
+            if not isinstance(role, CommentedMap):
+                continue
+            for old in ("environment", "env_vars"):
+                if old in role and "env" not in role:
+                    at = _index(role, old)
+                    value, comment = _pop(role, old)
+                    _put(role, "env", value, comment, at=at)
+
+
+def _colocated_gpus(doc: CommentedMap, ctx: _Context) -> None:
+    """Colocated decode shared the prefill nodes' GPUs evenly among all workers when no
+    `gpus_per_*` was written; schema 2 wants both roles' `gpus` stated."""
+    roles = doc.get("roles")
+    if not isinstance(roles, CommentedMap):
+        return
+    prefill, decode = roles.get("prefill"), roles.get("decode")
+    if not isinstance(prefill, CommentedMap) or not isinstance(decode, CommentedMap):
+        return
+    if decode.get("nodes") != "colocate" or ("gpus" in prefill and "gpus" in decode):
+        return
+    resources = doc.get("resources") or {}
+    counts = (prefill.get("nodes"), prefill.get("workers", 1), decode.get("workers", 1))
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        return
+    nodes, prefill_workers, decode_workers = counts
+    share = nodes * resources.get("gpus_per_node", 4) // (prefill_workers + decode_workers)
+    for name, entry in (("prefill", prefill), ("decode", decode)):
+        if "gpus" not in entry:
+            at = _index(entry, "workers") + 1 if "workers" in entry else len(entry)
+            _put(entry, "gpus", share, at=at)
+            ctx.notes.append(f"roles.{name}.gpus: {share}, the even share of the prefill nodes schema 1 used")
+
+
+def _fold(doc: CommentedMap, ctx: _Context, *, partial: bool, leftovers_only: bool) -> None:
+    """Fold one recipe (or override block).  In a schema 2 file only the schema 1 keys it
+    still carries are folded: values keep their schema 2 meaning (`frontend.type: sglang`
+    is the direct server there, not the router)."""
+    if not partial:
+        frontend = doc.get("frontend")
+        ctx.frontend = frontend.get("type", "dynamo") if isinstance(frontend, dict) else "dynamo"
+    _fold_resources(doc, ctx)
+    _fold_backend(doc, ctx, partial=partial)
+    _fold_infra(doc, ctx)
+    _fold_dynamo(doc, ctx)
+    _fold_placement(doc, "frontend", ("orchestrator_placement", "dedicated_node"))
+    _fold_placement(doc, "benchmark", ("client_placement", "client_dedicated_node"))
+    _fold_auxiliary(doc)
+    _fold_v2_leftovers(doc)
+    if leftovers_only:
+        return
+    frontend = doc.get("frontend")
+    if isinstance(frontend, CommentedMap) and frontend.get("type") == "sglang":
+        frontend["type"] = "sglang-router"
+    _fold_telemetry(doc, ctx)
+    if not partial:
+        _colocated_gpus(doc, ctx)
+
+
+# --------------------------------------------------------------------------- what stays untranslated
+
+
+def _unknown_keys(doc: CommentedMap) -> list[tuple[str | int, ...]]:
+    """Paths of keys no schema 2 field reads (the recipe model's `extra_forbidden`)."""
+    data, _ = parse_text(_dump(doc), "<migrated>")
+    try:
+        Recipe.model_validate(data)
+    except ValidationError as err:
+        errors = err.errors(include_url=False)
+    else:
+        errors = []
+    paths: list[tuple[str | int, ...]] = []
+    for detail in errors:
+        path = _data_path(tuple(detail["loc"]), data)
+        if detail["type"] == "literal_error" and path == ("profiling", "type"):
+            path = ("profiling",)  # a profiler schema 2 does not have: the whole section goes
+        elif detail["type"] != "extra_forbidden":
+            continue
+        if path and path not in paths:
+            paths.append(path)
+    # Schema 1 recipes spelled out the model path; schema 2 workers get it from `model.path`.
+    for role, entry in (data.get("roles") or {}).items():
+        if isinstance(entry, dict) and isinstance(entry.get("args"), dict) and "model-path" in entry["args"]:
+            paths.append(("roles", role, "args", "model-path"))
+    return paths
+
+
+def _take_out(doc: CommentedMap, path: tuple[str | int, ...], kept: CommentedMap) -> bool:
+    """Move the key at `path` from the document into `kept` (same nesting)."""
+    node: Any = doc
+    target = kept
+    for part in path[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+        target = _child(target, str(part))
+    last = path[-1]
+    if not isinstance(node, CommentedMap) or last not in node:
+        return False
+    value, comment = _pop(node, str(last))
+    _put(target, str(last), value, comment)
+    return True
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _schema(doc: Any) -> Any:
+    if not isinstance(doc, dict):
+        return None
+    if "schema" in doc:
+        return doc["schema"]
+    base = doc.get("base")
+    return base.get("schema") if isinstance(base, dict) else None
+
+
+def migrate_text(text: str, file: str = "<recipe>") -> Migration:
+    """Schema 1 -> schema 2.  A file that needs no change comes back as it is."""
+    parse_text(text, file)  # every YAML mistake as the loader reports it, with its line
+    try:
+        doc = _yaml().load(text)
+    except YAMLError as err:  # pragma: no cover - parse_text refused it already
+        raise RecipeError([Problem(f"invalid YAML: {err}", file=file)]) from None
+    if not isinstance(doc, CommentedMap):
+        raise RecipeError([Problem("the top level is not a mapping; a recipe is a YAML mapping", file=file, line=1)])
+    before = _dump(doc)
+    original_comments = list(dict.fromkeys(_comment_lines(doc)))
+    ctx = _Context()
+    blocks: list[tuple[str, CommentedMap]] = []
+    leftovers_only = _schema(doc) == 2
+    if isinstance(doc.get("base"), CommentedMap):
+        _fold(doc["base"], ctx, partial=False, leftovers_only=leftovers_only)
+        blocks.append(("base", doc["base"]))
+        ctx.roles = tuple(doc["base"].get("roles") or ())
+        for key in list(doc):
+            if OVERRIDE_KEY.match(str(key)) and isinstance(doc[key], CommentedMap):
+                _fold(doc[key], ctx, partial=True, leftovers_only=leftovers_only)
+                blocks.append((str(key), doc[key]))
+    else:
+        _fold(doc, ctx, partial=False, leftovers_only=leftovers_only)
+        blocks.append(("", doc))
+    notes = list(ctx.notes)
+    kept = CommentedMap()
+    for name, block in [] if leftovers_only else blocks:
+        target = _child(kept, name) if name else kept
+        for path in _unknown_keys(block):
+            if _take_out(block, path, target):
+                where = ".".join(str(p) for p in (name, *path) if p != "")
+                why = "srtd sets it itself" if path[-1] == "model-path" else "no schema 2 field reads it"
+                notes.append(f"{where}: {why}; kept as a comment at the end of the file")
+    if _schema(doc) != 2:
+        base = doc.get("base")
+        if "schema" in doc:
+            doc["schema"] = 2
+        elif isinstance(base, CommentedMap) and "schema" in base:
+            base["schema"] = 2
+        else:
+            doc.insert(0, "schema", 2)
+    after = _dump(doc)
+    if after == before:
+        return Migration(text, False, ())
+    after += _kept_block(kept)
+    present = {_bare(c) for c in _comment_lines(_yaml().load(after))}
+    missing = [c for c in original_comments if _bare(c) not in present]
+    if missing:
+        after += "".join(f"{line}\n" for line in ["# srtd migrate: comments whose key was removed", *missing])
+    return Migration(after, True, tuple(notes))
+
+
+def _bare(comment: str) -> str:
+    return comment.lstrip("# ").strip()
+
+
+def _kept_block(kept: CommentedMap) -> str:
+    def prune(node: Any) -> Any:
+        if isinstance(node, CommentedMap):
+            for key in list(node):
+                if isinstance(node[key], CommentedMap) and not prune(node[key]):
+                    del node[key]
+            return node
+        return node
+
+    prune(kept)
+    if not kept:
+        return ""
+    lines = _dump(kept).splitlines()
+    return "\n# " + KEPT_HEADER + "\n" + "".join(f"# {line}\n" if line.strip() else "#\n" for line in lines)
