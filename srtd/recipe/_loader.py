@@ -14,6 +14,7 @@ from srtd.recipe._errors import problems_from
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._variants import Variant, expand_overrides, expand_sweep, is_override_file, select
 
+
 def _v1_hint(file: str | None) -> str:
     return (
         "a schema 1 (pre-2.0) recipe, or a recipe without `schema: 2`; add `schema: 2` if it already uses "

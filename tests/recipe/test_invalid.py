@@ -25,10 +25,7 @@ from tests.recipe.samples import (
 
 
 def legacy(name: str, replacement: str) -> str:
-    return (
-        f"unknown field {name!r}: an older srt-slurm key; schema 2 writes {replacement} "
-        "(`srtd migrate` rewrites it)"
-    )
+    return f"unknown field {name!r}: an older srt-slurm key; schema 2 writes {replacement} (`srtd migrate` rewrites it)"
 
 
 def test_the_samples_are_valid() -> None:
