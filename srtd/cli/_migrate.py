@@ -56,8 +56,8 @@ def migrate(
     file comes back unchanged.  Exits 0; with --check 1 when a file would change;
     2 when a file cannot be read or parsed.
     """
+    from srtd._yaml import read_file
     from srtd.recipe import migrate_text
-    from srtd.recipe._loader import read_file
 
     if in_place and output is not None:
         raise UsageError("choose one of --in-place and -o")

@@ -33,7 +33,8 @@ from typing import Any
 from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.error import CommentMark, YAMLError
+from ruamel.yaml.tokens import CommentToken
 
 from srtd._yaml import parse_text
 from srtd.errors import Problem, RecipeError
@@ -124,10 +125,95 @@ def _token_lines(token: Any) -> Iterator[str]:
 
 
 def _pop(src: CommentedMap, key: str) -> tuple[Any, Any]:
-    """Remove a key; (its value, its comment)."""
+    """Remove a key; (its value, its comments: the lines before it and its end-of-line one).
+
+    ruamel files the blank lines and comment lines that follow a key's last line
+    under that key (or its last nested key); they introduce whatever comes next, so
+    they stay here, handed to the key before this one.
+    """
+    keys = list(src)
+    position = keys.index(key)
+    lead = _take_lead(src) if position == 0 else None
+    rest = _detach_tail(src, key)
     comment = src.ca.items.pop(key, None)
     value = src.pop(key)
+    if rest and position > 0:
+        _append_tail(src, keys[position - 1], rest)
+    elif rest and src:
+        # nothing before it: the lines lead into the key after it, which is first now
+        src.ca.comment = [None, [CommentToken(rest, CommentMark(0), None)]]
+    elif rest:
+        comment = _append_tail_to(value, comment, rest)
+    if lead:
+        comment = comment or [None, None, None, None]
+        comment[1] = lead
+    if comment is not None and not any(comment):
+        comment = None
     return value, comment
+
+
+def _append_tail_to(value: Any, comment: Any, rest: str) -> Any:
+    """Put the lines back where they were cut from (the map is empty: they go with the value)."""
+    if isinstance(value, CommentedMap | CommentedSeq) and value:
+        _append_tail(value, list(value)[-1] if isinstance(value, CommentedMap) else len(value) - 1, rest)
+        return comment
+    comment = comment or [None, None, None, None]
+    if comment[2] is None:
+        comment[2] = CommentToken("\n" + rest, CommentMark(0), None)
+    else:
+        comment[2].value += rest
+    return comment
+
+
+def _take_lead(src: CommentedMap) -> list[Any] | None:
+    """The comment lines before a mapping's first key (shared with the parent's entry)."""
+    start = src.ca.comment
+    if not start or len(start) < 2 or not start[1]:
+        return None
+    lead = list(start[1])
+    start[1].clear()  # the same list object is the parent's record of them
+    return lead
+
+
+def _detach_tail(node: Any, key: Any) -> str:
+    """Cut the lines after the first one from the comment that ends `node[key]`."""
+    value = node[key]
+    if isinstance(value, CommentedMap) and value:
+        return _detach_tail(value, list(value)[-1])
+    if isinstance(value, CommentedSeq) and value:
+        return _detach_tail(value, len(value) - 1)
+    entry = node.ca.items.get(key)
+    slot = 0 if isinstance(node, CommentedSeq) else 2
+    token = entry[slot] if entry and len(entry) > slot else None
+    text = getattr(token, "value", None)
+    if token is None or not isinstance(text, str) or "\n" not in text:
+        return ""
+    line, rest = text.split("\n", 1)
+    if not rest:
+        return ""
+    if line.strip():
+        token.value = line + "\n"
+    else:
+        entry[slot] = None
+    return rest
+
+
+def _append_tail(node: Any, key: Any, text: str) -> None:
+    """Add comment lines after the last line written under `node[key]`."""
+    value = node[key]
+    if isinstance(value, CommentedMap) and value:
+        _append_tail(value, list(value)[-1], text)
+        return
+    if isinstance(value, CommentedSeq) and value:
+        _append_tail(value, len(value) - 1, text)
+        return
+    slot = 0 if isinstance(node, CommentedSeq) else 2
+    entry = node.ca.items.setdefault(key, [None, None, None, None])
+    token = entry[slot]
+    if token is None:
+        entry[slot] = CommentToken("\n" + text, CommentMark(0), None)
+    else:
+        token.value = token.value + text
 
 
 def _put(dst: CommentedMap, key: str, value: Any, comment: Any = None, *, at: int | None = None) -> None:
@@ -204,10 +290,10 @@ def _split_backend(backend: CommentedMap, ctx: _Context) -> tuple[Any, Commented
             what = "env" if per_role.group(2) == "environment" else "extra_args"
             role_values.append((ROLES[per_role.group(1)], what, value, comment))
         elif key == "kv_events_config":
-            role_values += _per_role(value, "kv_events", ctx)
+            role_values += _with_comment(_per_role(value, "kv_events", ctx), comment)
         elif config and isinstance(value, CommentedMap):
             engine_type = engine_type or config.group(1)
-            role_values += _per_role(value, "args", ctx)
+            role_values += _with_comment(_per_role(value, "args", ctx), comment)
             if value:
                 knobs[key] = value  # not a role: named by the unknown-key check
         elif key == "mooncake_kv_store":
@@ -215,6 +301,19 @@ def _split_backend(backend: CommentedMap, ctx: _Context) -> tuple[Any, Commented
         else:
             _put(knobs, key, value, comment)
     return engine_type, knobs, role_values, store
+
+
+def _with_comment(values: list[_RoleValue], comment: Any) -> list[_RoleValue]:
+    """A dissolved block's own comments go to the first value taken out of it."""
+    if not values or comment is None:
+        return values
+    role, what, value, own = values[0]
+    if own is None:
+        own = comment
+    else:
+        own[1] = (comment[1] or []) + (own[1] or [])
+        own[2] = own[2] or comment[2]
+    return [(role, what, value, own), *values[1:]]
 
 
 def _per_role(value: Any, what: str, ctx: _Context) -> list[_RoleValue]:
@@ -605,8 +704,7 @@ def migrate_text(text: str, file: str = "<recipe>") -> Migration:
     if after == before:
         return Migration(text, False, ())
     after += _kept_block(kept)
-    present = {_bare(c) for c in _comment_lines(_yaml().load(after))}
-    missing = [c for c in original_comments if _bare(c) not in present]
+    missing = [c for c in original_comments if _bare(c) not in after]
     if missing:
         after += "".join(f"{line}\n" for line in ["# srtd migrate: comments whose key was removed", *missing])
     return Migration(after, True, tuple(notes))
