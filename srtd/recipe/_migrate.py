@@ -212,17 +212,31 @@ def _append_tail(node: Any, key: Any, text: str) -> None:
     token = entry[slot]
     if token is None:
         entry[slot] = CommentToken("\n" + text, CommentMark(0), None)
+    elif token.value.endswith("\n\n") and text.startswith("\n"):
+        token.value = token.value + text[1:]  # one blank line between sections is enough
     else:
         token.value = token.value + text
 
 
 def _put(dst: CommentedMap, key: str, value: Any, comment: Any = None, *, at: int | None = None) -> None:
     if at is None or at >= len(dst):
+        # A new last key: the lines that closed the mapping (a blank line before the next
+        # section, say) now follow it.
+        last = list(dst)[-1] if dst and key not in dst else None
+        rest = _detach_tail(dst, last) if last is not None and _filled(value) else ""
         dst[key] = value
-    else:
-        dst.insert(at, key, value)
+        if comment is not None:
+            dst.ca.items[key] = comment
+        if rest:
+            _append_tail(dst, key, rest)
+        return
+    dst.insert(at, key, value)
     if comment is not None:
         dst.ca.items[key] = comment
+
+
+def _filled(value: Any) -> bool:
+    return not isinstance(value, CommentedMap | CommentedSeq) or bool(value)
 
 
 def _child(parent: CommentedMap, key: str, *, at: int | None = None) -> CommentedMap:
@@ -245,7 +259,7 @@ def _role_entry(doc: CommentedMap, role: str, ctx: _Context, at: int | None) -> 
 # --------------------------------------------------------------------------- the folds
 
 
-def _fold_resources(doc: CommentedMap, ctx: _Context) -> None:
+def _fold_resources(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
     resources = doc.get("resources")
     if not isinstance(resources, CommentedMap):
         return
@@ -263,6 +277,8 @@ def _fold_resources(doc: CommentedMap, ctx: _Context) -> None:
         elif key == "etcd_nats_dedicated_node":
             value, comment = _pop(resources, key)
             _infra_services(doc, {"etcd_nats_dedicated_node": value}, comment, ctx, at=len(doc))
+    if not resources and partial:
+        _pop(doc, "resources")  # an override block that only sized the roles
 
 
 def _colocate(value: Any) -> Any:
@@ -336,9 +352,12 @@ def _fold_backend(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
         ctx.notes.append("backend: the recipe has an `engine` already; `backend` left for you to merge")
         return
     at = _index(doc, "backend")
+    backend_keys = set(backend)
     engine_type, knobs, role_values, store = _split_backend(backend, ctx)
     backend_comment = doc.ca.items.pop("backend", None)
     del doc["backend"]
+    if partial and "type" not in backend_keys:
+        engine_type = None  # the base names the engine; an override block only tunes it
     engine_type = engine_type or (None if partial else "sglang")
     if engine_type is None and knobs:
         engine_type = ctx.engine_type
@@ -386,9 +405,11 @@ def _mooncake(doc: CommentedMap, store: Any, comment: Any, ctx: _Context) -> Non
     roles = doc.get("roles") or {}
     for role in list(roles) or list(ctx.roles):
         entry = _child(_child(doc, "roles"), role)
-        target = _child(entry, "env")
+        target = entry.get("env") if isinstance(entry.get("env"), CommentedMap) else CommentedMap()
         for key, value in env.items():
             target.setdefault(key, value)
+        if "env" not in entry:
+            _put(entry, "env", target)
     for key in store:
         if key not in ("container", "master_extra_args", "env"):
             ctx.notes.append(f"backend.mooncake_kv_store.{key}: no schema 2 field on the mooncake-master service; kept")
@@ -492,8 +513,12 @@ def _fold_placement(doc: CommentedMap, section: str, fields: tuple[str, str]) ->
         where = "dedicated"
     if where is None:
         return
-    placement = _child(node, "placement", at=at)
-    _put(placement, "node", where, comment)
+    if isinstance(node.get("placement"), CommentedMap):
+        _put(node["placement"], "node", where, comment)
+    else:
+        placement = CommentedMap()
+        _put(placement, "node", where, comment)
+        _put(node, "placement", placement, at=at)
 
 
 def _fold_auxiliary(doc: CommentedMap) -> None:
@@ -582,9 +607,9 @@ def _fold(doc: CommentedMap, ctx: _Context, *, partial: bool, leftovers_only: bo
     if not partial:
         frontend = doc.get("frontend")
         ctx.frontend = frontend.get("type", "dynamo") if isinstance(frontend, dict) else "dynamo"
-    _fold_resources(doc, ctx)
-    _fold_backend(doc, ctx, partial=partial)
+    _fold_resources(doc, ctx, partial=partial)
     _fold_infra(doc, ctx)
+    _fold_backend(doc, ctx, partial=partial)
     _fold_dynamo(doc, ctx)
     _fold_placement(doc, "frontend", ("orchestrator_placement", "dedicated_node"))
     _fold_placement(doc, "benchmark", ("client_placement", "client_dedicated_node"))
