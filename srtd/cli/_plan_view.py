@@ -1,4 +1,7 @@
-"""The human view of a plan: nodes, then units by phase, then warnings."""
+"""The human view of a plan: nodes, then units by phase, then the teardown budget.
+
+Warnings are not part of the view: every command prints them the same way (`_verdict`).
+"""
 
 from __future__ import annotations
 
