@@ -10,20 +10,19 @@ from click.testing import CliRunner, Result
 
 import srtd.cli._commands  # noqa: F401  (registers the commands)
 from srtd.cli._main import cli
+from tests.plan._util import HEAD as PLAN_HEAD
 
 # Ten lines; anything appended starts on line 11.
-HEAD = """\
-schema: 2
-name: t
-model: {path: /models/m, container: img.sqsh, precision: bf16}
-resources: {gpus_per_node: 8}
-observability: {tachometer: {enabled: false}}
+HEAD = (
+    PLAN_HEAD
+    + """\
 engine: sglang
 roles:
   agg: {nodes: 1, workers: 1}
 frontend:
   type: sglang-router
 """
+)
 
 
 def run(*args: str) -> Result:
