@@ -10,7 +10,7 @@ import click
 from srtd.cli._inputs import plan_options, read_inputs
 from srtd.cli._main import cli
 from srtd.cli._verdict import echo_warnings, located_plan, plan_warnings
-from srtd.errors import UsageError
+from srtd.errors import PlanError, RecipeError, UsageError
 
 
 @cli.command()
@@ -85,7 +85,11 @@ def plan(
                 args += ["--variant", loaded.variant]
             if inputs.cluster_file:
                 args += ["--cluster-config", str(inputs.cluster_file.resolve())]
-            click.echo(sbatch_script(p, args), nl=False)
+            try:
+                script = sbatch_script(p, args)
+            except PlanError as err:
+                raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
+            click.echo(script, nl=False)
         return
     from rich.console import Console
 

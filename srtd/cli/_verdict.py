@@ -30,9 +30,18 @@ def located_plan(loaded: LoadedRecipe, cluster: Cluster, **options: Any) -> Plan
 
 
 def verdict(loaded: LoadedRecipe, cluster: Cluster) -> tuple[list[Problem], list[Problem]]:
-    """(problems, warnings) of one recipe, planned as `srtd plan` would on a synthetic allocation."""
+    """(problems, warnings) of one recipe, planned as `srtd plan` would on a synthetic allocation.
+
+    The sbatch wrapper is rendered too: what `srtd plan --sbatch` would refuse is refused here.
+    """
+    from srtd.plan._render import sbatch_script
+
     try:
         plan = located_plan(loaded, cluster)
+        if plan.sbatch is not None:
+            sbatch_script(plan, [loaded.file])
+    except PlanError as err:
+        return [loaded.locate(p) for p in err.problems], []
     except RecipeError as err:
         return list(err.problems), []
     except InputError as err:  # pragma: no cover - every plan-time refusal is a PlanError today

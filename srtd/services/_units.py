@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from srtd.context import PlanContext, render
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 from srtd.recipe import ServiceReadiness
 from srtd.services._builtin import placeholder_values
 from srtd.services._kind import Instance
@@ -40,7 +40,9 @@ def placed_nodes(ctx: PlanContext, eff: EffectiveService) -> tuple[str, ...]:
     nodes = ctx.nodes
     if eff.pool is not None:
         if eff.pool not in nodes.pools:
-            raise PlanError(f"service {eff.name!r}: pool {eff.pool!r} has no nodes")
+            field = "placement.pool" if eff.config.nodes is None else "nodes"
+            path = f"{eff.path}.{field}" if eff.position is not None else ""
+            raise PlanError(Problem(f"service {eff.name!r}: pool {eff.pool!r} has no nodes", path=path))
         return nodes.pools[eff.pool]
     placement = eff.placement
     if placement == "head":
@@ -147,7 +149,8 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
         preamble = "\n".join(p for p in preamble_parts if p) or None
         readiness = readiness_of(svc.readiness, inst.node) if svc.readiness else kind.readiness(ctx, svc, inst)
         if not argv:
-            raise PlanError(f"service {eff.name!r} has no command")
+            path = f"{eff.path}.command" if eff.position is not None else ""
+            raise PlanError(Problem(f"service {eff.name!r} has no command", path=path))
         units.append(
             Unit(
                 name=inst.unit_name,

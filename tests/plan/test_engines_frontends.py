@@ -1012,4 +1012,8 @@ def test_sbatch_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     bad.write_text(HEAD.replace("name: t\n", 'name: "a\\nb"\n') + SBATCH_BODY)
     result = CliRunner().invoke(cli, ["plan", str(bad), "--sbatch"])
     assert result.exit_code == 2
-    assert result.stderr == "srtd: #SBATCH --job-name must be one line, got 'a\\nb'\n"
+    assert result.stderr == f"srtd: {bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"
+    # validate renders the wrapper too, so it refuses the same, at the same key
+    result = CliRunner().invoke(cli, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr == f"{bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"
