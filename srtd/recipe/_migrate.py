@@ -264,6 +264,7 @@ def _fold_resources(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
     if not isinstance(resources, CommentedMap):
         return
     at = _index(doc, "resources") + 1
+    size = len(resources)
     for key in list(resources):
         match = RESOURCE_ROLE_KEY.match(str(key))
         if match:
@@ -277,7 +278,7 @@ def _fold_resources(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
         elif key == "etcd_nats_dedicated_node":
             value, comment = _pop(resources, key)
             _infra_services(doc, {"etcd_nats_dedicated_node": value}, comment, ctx, at=len(doc))
-    if not resources and partial:
+    if not resources and partial and len(resources) < size:
         _pop(doc, "resources")  # an override block that only sized the roles
 
 

@@ -311,6 +311,82 @@ def test_nothing_is_dropped_in_silence() -> None:
     assert load_text(result.text, "k.yaml")[0].recipe.name == "k"
 
 
+def test_placement_sidecar_kv_events_extra_args_pypi_and_the_scraper() -> None:
+    text = """\
+name: more
+model: {path: /models/m, container: img.sqsh, precision: fp8}
+resources:
+  gpus_per_node: 4
+  prefill_nodes: 1
+  decode_nodes: 1
+  prefill_critical: false
+dynamo:
+  version: 1.2.0
+  sidecar: true
+frontend:
+  type: dynamo
+  orchestrator_placement: head
+  dedicated_node: true
+backend:
+  type: vllm
+  connector: null
+  kv_events_config:
+    prefill: true
+  decode_extra_args: ["--x"]
+benchmark:
+  type: manual
+  client_dedicated_node: true
+telemetry:
+  enabled: true
+  provider: scraper
+  default_frequency: 2.0
+  storage_subdir: tach
+"""
+    result = migrate_text(text)
+    assert (
+        result.text
+        == """\
+schema: 2
+name: more
+model: {path: /models/m, container: img.sqsh, precision: fp8}
+resources:
+  gpus_per_node: 4
+dynamo:
+  source:
+    pypi: 1.2.0
+frontend:
+  type: dynamo
+  placement:
+    node: dedicated
+engine:
+  type: vllm
+  connector:
+roles:
+  prefill:
+    nodes: 1
+    critical: false
+    kv_events: true
+    sidecar: true
+  decode:
+    nodes: 1
+    extra_args: ["--x"]
+    sidecar: true
+benchmark:
+  type: manual
+  placement:
+    node: dedicated
+observability:
+  tachometer:
+    enabled: true
+    collect_interval_ms: 500
+    storage_subdir: tach
+"""
+    )
+    assert result.notes == ("telemetry (provider: scraper): moved to observability.tachometer",)
+    (loaded,) = load_text(result.text, "m.yaml")
+    assert loaded.recipe.observability.tachometer.collect_interval_ms == 500
+
+
 def test_invalid_yaml_is_refused_with_its_line() -> None:
     with pytest.raises(RecipeError) as info:
         migrate_text("name: a\nmodel: [\n", "bad.yaml")

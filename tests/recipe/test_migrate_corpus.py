@@ -167,3 +167,56 @@ def test_the_migrated_yaml_keeps_the_original_key_order_at_the_top() -> None:
         after = list(yaml.load(migrated(local_path)))
         kept = [k for k in after if k in before]
         assert kept == [k for k in before if k in after], local_path
+
+
+def manifest_v2() -> list[str]:
+    manifest = CORPUS / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return []
+    with manifest.open(newline="") as fh:
+        return sorted(r["local_path"] for r in csv.DictReader(fh, delimiter="\t") if r["layout"] == "v2")
+
+
+# schema 2 files of the corpus that still carry schema 1 keys: the ones migrate touches
+V2_WITH_LEFTOVERS = {
+    "srt-slurm/examples/" + p
+    for p in (
+        "features/dynamo-source.yaml",
+        "features/power-noprof.yaml",
+        "features/profiling-vllm.yaml",
+        "features/services.yaml",
+        "mocker/dynamo-agg.yaml",
+        "sglang/dynamo-agg.yaml",
+        "sglang/sglang-router-agg.yaml",
+        "trtllm/dynamo-agg.yaml",
+        "trtllm/dynamo-disagg.yaml",
+        "vllm/dynamo-agg.yaml",
+        "vllm/vllm-direct-agg.yaml",
+        "vllm/vllm-router-agg.yaml",
+    )
+}
+
+
+def test_schema_2_files_change_only_where_they_carry_schema_1_keys() -> None:
+    need_shared()
+    changed = set()
+    for local_path in manifest_v2():
+        text = (CORPUS / local_path).read_text()
+        result = migrate_text(text, local_path)
+        if result.changed:
+            changed.add(local_path)
+            assert migrate_text(result.text).text == result.text
+            assert "schema 1" not in str(load_text_problems(result.text, local_path))
+        else:
+            assert result.text == text
+    assert changed == V2_WITH_LEFTOVERS
+
+
+def load_text_problems(text: str, name: str) -> list[str]:
+    from srtd.errors import RecipeError
+
+    try:
+        load_text(text, name)
+    except RecipeError as err:
+        return [p.message for p in err.problems]
+    return []
