@@ -24,23 +24,20 @@ Nothing is dropped in silence: every comment of the original is in the output.
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import CommentMark, YAMLError
-from ruamel.yaml.tokens import CommentToken
+from ruamel.yaml.error import YAMLError
 
 from srtd._yaml import parse_text
 from srtd.errors import Problem, RecipeError
-from srtd.recipe._errors import _data_path
+from srtd.recipe._errors import data_path
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._variants import OVERRIDE_KEY
+from srtd.recipe._yaml_edit import child_map, comment_lines, dump, index_of, pop_key, put_key, round_trip
 
 ROLES = {"prefill": "prefill", "decode": "decode", "agg": "agg", "aggregated": "agg"}
 RESOURCE_ROLE_KEY = re.compile(r"^(?:(prefill|decode|agg)_(nodes|workers|critical)|gpus_per_(prefill|decode|agg))$")
@@ -75,185 +72,8 @@ class _Context:
     notes: list[str] = field(default_factory=list)
 
 
-# --------------------------------------------------------------------------- yaml
-
-
-def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096  # never re-wrap a long string
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    return yaml
-
-
-def _dump(data: Any) -> str:
-    out = io.StringIO()
-    _yaml().dump(data, out)
-    return out.getvalue()
-
-
-def _comment_lines(node: Any) -> Iterator[str]:
-    """Every comment line of a round-trip tree, stripped."""
-    ca = getattr(node, "ca", None)
-    if ca is not None:
-        tokens: list[Any] = [ca.comment, *ca.items.values(), getattr(ca, "end", None)]
-        for token in tokens:
-            yield from _token_lines(token)
-    if isinstance(node, dict):
-        for value in node.values():
-            yield from _comment_lines(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _comment_lines(value)
-
-
-def _token_lines(token: Any) -> Iterator[str]:
-    if token is None:
-        return
-    if isinstance(token, list):
-        for item in token:
-            yield from _token_lines(item)
-        return
-    value = getattr(token, "value", None)
-    if isinstance(value, str):
-        for line in value.splitlines():
-            if line.strip().startswith("#"):
-                yield line.strip()
-
-
-# --------------------------------------------------------------------------- moving keys
-
-
-def _pop(src: CommentedMap, key: str) -> tuple[Any, Any]:
-    """Remove a key; (its value, its comments: the lines before it and its end-of-line one).
-
-    ruamel files the blank lines and comment lines that follow a key's last line
-    under that key (or its last nested key); they introduce whatever comes next, so
-    they stay here, handed to the key before this one.
-    """
-    keys = list(src)
-    position = keys.index(key)
-    lead = _take_lead(src) if position == 0 else None
-    rest = _detach_tail(src, key)
-    comment = src.ca.items.pop(key, None)
-    value = src.pop(key)
-    if rest and position > 0:
-        _append_tail(src, keys[position - 1], rest)
-    elif rest and src:
-        # nothing before it: the lines lead into the key after it, which is first now
-        src.ca.comment = [None, [CommentToken(rest, CommentMark(0), None)]]
-    elif rest:
-        comment = _append_tail_to(value, comment, rest)
-    if lead:
-        comment = comment or [None, None, None, None]
-        comment[1] = lead
-    if comment is not None and not any(comment):
-        comment = None
-    return value, comment
-
-
-def _append_tail_to(value: Any, comment: Any, rest: str) -> Any:
-    """Put the lines back where they were cut from (the map is empty: they go with the value)."""
-    if isinstance(value, CommentedMap | CommentedSeq) and value:
-        _append_tail(value, list(value)[-1] if isinstance(value, CommentedMap) else len(value) - 1, rest)
-        return comment
-    comment = comment or [None, None, None, None]
-    if comment[2] is None:
-        comment[2] = CommentToken("\n" + rest, CommentMark(0), None)
-    else:
-        comment[2].value += rest
-    return comment
-
-
-def _take_lead(src: CommentedMap) -> list[Any] | None:
-    """The comment lines before a mapping's first key (shared with the parent's entry)."""
-    start = src.ca.comment
-    if not start or len(start) < 2 or not start[1]:
-        return None
-    lead = list(start[1])
-    start[1].clear()  # the same list object is the parent's record of them
-    return lead
-
-
-def _detach_tail(node: Any, key: Any) -> str:
-    """Cut the lines after the first one from the comment that ends `node[key]`."""
-    value = node[key]
-    if isinstance(value, CommentedMap) and value:
-        return _detach_tail(value, list(value)[-1])
-    if isinstance(value, CommentedSeq) and value:
-        return _detach_tail(value, len(value) - 1)
-    entry = node.ca.items.get(key)
-    slot = 0 if isinstance(node, CommentedSeq) else 2
-    token = entry[slot] if entry and len(entry) > slot else None
-    text = getattr(token, "value", None)
-    if token is None or not isinstance(text, str) or "\n" not in text:
-        return ""
-    line, rest = text.split("\n", 1)
-    if not rest:
-        return ""
-    if line.strip():
-        token.value = line + "\n"
-    else:
-        entry[slot] = None
-    return rest
-
-
-def _append_tail(node: Any, key: Any, text: str) -> None:
-    """Add comment lines after the last line written under `node[key]`."""
-    value = node[key]
-    if isinstance(value, CommentedMap) and value:
-        _append_tail(value, list(value)[-1], text)
-        return
-    if isinstance(value, CommentedSeq) and value:
-        _append_tail(value, len(value) - 1, text)
-        return
-    slot = 0 if isinstance(node, CommentedSeq) else 2
-    entry = node.ca.items.setdefault(key, [None, None, None, None])
-    token = entry[slot]
-    if token is None:
-        entry[slot] = CommentToken("\n" + text, CommentMark(0), None)
-    elif token.value.endswith("\n\n") and text.startswith("\n"):
-        token.value = token.value + text[1:]  # one blank line between sections is enough
-    else:
-        token.value = token.value + text
-
-
-def _put(dst: CommentedMap, key: str, value: Any, comment: Any = None, *, at: int | None = None) -> None:
-    if at is None or at >= len(dst):
-        # A new last key: the lines that closed the mapping (a blank line before the next
-        # section, say) now follow it.
-        last = list(dst)[-1] if dst and key not in dst else None
-        rest = _detach_tail(dst, last) if last is not None and _filled(value) else ""
-        dst[key] = value
-        if comment is not None:
-            dst.ca.items[key] = comment
-        if rest:
-            _append_tail(dst, key, rest)
-        return
-    dst.insert(at, key, value)
-    if comment is not None:
-        dst.ca.items[key] = comment
-
-
-def _filled(value: Any) -> bool:
-    return not isinstance(value, CommentedMap | CommentedSeq) or bool(value)
-
-
-def _child(parent: CommentedMap, key: str, *, at: int | None = None) -> CommentedMap:
-    """The mapping at `parent[key]`, created (at position `at`) when missing."""
-    node = parent.get(key)
-    if not isinstance(node, CommentedMap):
-        node = CommentedMap()
-        _put(parent, key, node, at=at)
-    return node
-
-
-def _index(node: CommentedMap, key: str) -> int:
-    return list(node).index(key)
-
-
-def _role_entry(doc: CommentedMap, role: str, ctx: _Context, at: int | None) -> CommentedMap:
-    return _child(_child(doc, "roles", at=at), role)
+def _role_entry(doc: CommentedMap, role: str, at: int | None) -> CommentedMap:
+    return child_map(child_map(doc, "roles", at=at), role)
 
 
 # --------------------------------------------------------------------------- the folds
@@ -263,23 +83,23 @@ def _fold_resources(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
     resources = doc.get("resources")
     if not isinstance(resources, CommentedMap):
         return
-    at = _index(doc, "resources") + 1
+    at = index_of(doc, "resources") + 1
     size = len(resources)
     for key in list(resources):
         match = RESOURCE_ROLE_KEY.match(str(key))
         if match:
             role = match.group(1) or match.group(3)
             what = {"nodes": "nodes", "workers": "workers", "critical": "critical"}.get(match.group(2) or "", "gpus")
-            value, comment = _pop(resources, key)
+            value, comment = pop_key(resources, key)
             if role == "decode" and what == "nodes":
                 value = _colocate(value)
-            entry = _role_entry(doc, role, ctx, at)
-            _put(entry, what, value, comment)
+            entry = _role_entry(doc, role, at)
+            put_key(entry, what, value, comment)
         elif key == "etcd_nats_dedicated_node":
-            value, comment = _pop(resources, key)
+            value, comment = pop_key(resources, key)
             _infra_services(doc, {"etcd_nats_dedicated_node": value}, comment, ctx, at=len(doc))
     if not resources and partial and len(resources) < size:
-        _pop(doc, "resources")  # an override block that only sized the roles
+        pop_key(doc, "resources")  # an override block that only sized the roles
 
 
 def _colocate(value: Any) -> Any:
@@ -298,7 +118,7 @@ def _split_backend(backend: CommentedMap, ctx: _Context) -> tuple[Any, Commented
     role_values: list[_RoleValue] = []
     store: tuple[Any, Any] | None = None
     for key in list(backend):
-        value, comment = _pop(backend, key)
+        value, comment = pop_key(backend, key)
         config = ENGINE_CONFIG_KEY.match(str(key))
         per_role = ROLE_KEY.match(str(key))
         if key == "type":
@@ -316,7 +136,7 @@ def _split_backend(backend: CommentedMap, ctx: _Context) -> tuple[Any, Commented
         elif key == "mooncake_kv_store":
             store = (value, comment)
         else:
-            _put(knobs, key, value, comment)
+            put_key(knobs, key, value, comment)
     return engine_type, knobs, role_values, store
 
 
@@ -340,7 +160,7 @@ def _per_role(value: Any, what: str, ctx: _Context) -> list[_RoleValue]:
     out = []
     for mode in list(value):
         if str(mode) in ROLES:
-            inner, inner_comment = _pop(value, str(mode))
+            inner, inner_comment = pop_key(value, str(mode))
             out.append((ROLES[str(mode)], what, inner, inner_comment))
     return out
 
@@ -352,7 +172,7 @@ def _fold_backend(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
     if "engine" in doc:
         ctx.notes.append("backend: the recipe has an `engine` already; `backend` left for you to merge")
         return
-    at = _index(doc, "backend")
+    at = index_of(doc, "backend")
     backend_keys = set(backend)
     engine_type, knobs, role_values, store = _split_backend(backend, ctx)
     backend_comment = doc.ca.items.pop("backend", None)
@@ -365,26 +185,26 @@ def _fold_backend(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
     if knobs:
         engine: Any = CommentedMap([("type", engine_type)])
         for key in knobs:
-            _put(engine, key, knobs[key], knobs.ca.items.get(key))
+            put_key(engine, key, knobs[key], knobs.ca.items.get(key))
     else:
         engine = engine_type
     if engine is not None:
-        _put(doc, "engine", engine, backend_comment, at=at)
+        put_key(doc, "engine", engine, backend_comment, at=at)
         at += 1
         ctx.engine_type = ctx.engine_type or engine_type
-    if "roles" in doc and _index(doc, "roles") < at:
+    if "roles" in doc and index_of(doc, "roles") < at:
         # the roles (made from `resources`) follow the engine, where `backend` stood
-        roles, roles_comment = _pop(doc, "roles")
+        roles, roles_comment = pop_key(doc, "roles")
         at -= 1
-        _put(doc, "roles", roles, roles_comment, at=at)
-    at = _index(doc, "roles") + 1 if "roles" in doc else at
+        put_key(doc, "roles", roles, roles_comment, at=at)
+    at = index_of(doc, "roles") + 1 if "roles" in doc else at
     for role, what, value, comment in role_values:
-        entry = _role_entry(doc, role, ctx, at)
+        entry = _role_entry(doc, role, at)
         if what == "env" and isinstance(entry.get("env"), dict) and isinstance(value, dict):
             for k in value:
                 entry["env"][k] = value[k]
         else:
-            _put(entry, what, value, comment)
+            put_key(entry, what, value, comment)
     if store is not None:
         _mooncake(doc, store[0], store[1], ctx)
 
@@ -405,12 +225,12 @@ def _mooncake(doc: CommentedMap, store: Any, comment: Any, ctx: _Context) -> Non
     env = store.get("env") or {}
     roles = doc.get("roles") or {}
     for role in list(roles) or list(ctx.roles):
-        entry = _child(_child(doc, "roles"), role)
+        entry = child_map(child_map(doc, "roles"), role)
         target = entry.get("env") if isinstance(entry.get("env"), CommentedMap) else CommentedMap()
         for key, value in env.items():
             target.setdefault(key, value)
         if "env" not in entry:
-            _put(entry, "env", target)
+            put_key(entry, "env", target)
     for key in store:
         if key not in ("container", "master_extra_args", "env"):
             ctx.notes.append(f"backend.mooncake_kv_store.{key}: no schema 2 field on the mooncake-master service; kept")
@@ -421,7 +241,7 @@ def _services(doc: CommentedMap) -> CommentedSeq:
     services = doc.get("services")
     if not isinstance(services, CommentedSeq):
         services = CommentedSeq()
-        _put(doc, "services", services)
+        put_key(doc, "services", services)
     return services
 
 
@@ -429,8 +249,8 @@ def _fold_infra(doc: CommentedMap, ctx: _Context) -> None:
     infra = doc.get("infra")
     if not isinstance(infra, dict):
         return
-    at = _index(doc, "infra")
-    value, comment = _pop(doc, "infra")
+    at = index_of(doc, "infra")
+    value, comment = pop_key(doc, "infra")
     _infra_services(doc, value, comment, ctx, at=at)
 
 
@@ -458,7 +278,7 @@ def _infra_services(doc: CommentedMap, infra: Any, comment: Any, ctx: _Context, 
                 entry["options"] = CommentedMap([("max_payload_mb", payload)])
         entries.append(entry)
     if "services" not in doc:
-        _put(doc, "services", CommentedSeq(), comment, at=at)
+        put_key(doc, "services", CommentedSeq(), comment, at=at)
     elif comment is not None:
         doc.ca.items.setdefault("services", comment)
     services = doc["services"]
@@ -476,19 +296,19 @@ def _fold_dynamo(doc: CommentedMap, ctx: _Context) -> None:
         return
     for key in list(dynamo):
         if key in DYNAMO_SOURCE:
-            value, comment = _pop(dynamo, key)
-            source = _child(dynamo, "source")
+            value, comment = pop_key(dynamo, key)
+            source = child_map(dynamo, "source")
             if key == "hash":
                 source.setdefault("git", DYNAMO_GIT)
-            _put(source, DYNAMO_SOURCE[str(key)], value, comment)
+            put_key(source, DYNAMO_SOURCE[str(key)], value, comment)
         elif key == "sidecar":
-            value, comment = _pop(dynamo, key)
+            value, comment = pop_key(dynamo, key)
             roles = list(doc.get("roles") or ()) or list(ctx.roles)
             if not roles:
-                _put(dynamo, key, value, comment)  # no role to carry it; schema 2 still reads it here
+                put_key(dynamo, key, value, comment)  # no role to carry it; schema 2 still reads it here
                 continue
             for role in roles:
-                _put(_child(_child(doc, "roles"), role), "sidecar", value)
+                put_key(child_map(child_map(doc, "roles"), role), "sidecar", value)
             if comment is not None:
                 doc["roles"].ca.items.setdefault(roles[0], comment)
     if dynamo.get("top_of_tree"):
@@ -500,37 +320,37 @@ def _fold_placement(doc: CommentedMap, section: str, fields: tuple[str, str]) ->
     node = doc.get(section)
     if not isinstance(node, CommentedMap) or not any(f in node for f in fields):
         return
-    at = min(_index(node, f) for f in fields if f in node)
+    at = min(index_of(node, f) for f in fields if f in node)
     named, flag = fields
     where: Any = None
     comment = None
     if named in node:
-        where, comment = _pop(node, named)
+        where, comment = pop_key(node, named)
     dedicated = False
     if flag in node:
-        dedicated, flag_comment = _pop(node, flag)
+        dedicated, flag_comment = pop_key(node, flag)
         comment = comment or flag_comment
     if dedicated:
         where = "dedicated"
     if where is None:
         return
     if isinstance(node.get("placement"), CommentedMap):
-        _put(node["placement"], "node", where, comment)
+        put_key(node["placement"], "node", where, comment)
     else:
         placement = CommentedMap()
-        _put(placement, "node", where, comment)
-        _put(node, "placement", placement, at=at)
+        put_key(placement, "node", where, comment)
+        put_key(node, "placement", placement, at=at)
 
 
 def _fold_auxiliary(doc: CommentedMap) -> None:
     if "auxiliary_services" not in doc:
         return
-    at = _index(doc, "auxiliary_services")
-    value, comment = _pop(doc, "auxiliary_services")
+    at = index_of(doc, "auxiliary_services")
+    value, comment = pop_key(doc, "auxiliary_services")
     if "services" in doc and isinstance(doc["services"], list):
         doc["services"].extend(value or [])
     else:
-        _put(doc, "services", value, comment, at=at)
+        put_key(doc, "services", value, comment, at=at)
 
 
 def _fold_telemetry(doc: CommentedMap, ctx: _Context) -> None:
@@ -538,21 +358,21 @@ def _fold_telemetry(doc: CommentedMap, ctx: _Context) -> None:
     telemetry = doc.get("telemetry")
     if not isinstance(telemetry, CommentedMap) or telemetry.get("provider") != "scraper":
         return
-    at = _index(doc, "telemetry")
-    value, comment = _pop(doc, "telemetry")
+    at = index_of(doc, "telemetry")
+    value, comment = pop_key(doc, "telemetry")
     value.pop("provider")
-    observability = _child(doc, "observability", at=at)
-    tachometer = _child(observability, "tachometer")
+    observability = child_map(doc, "observability", at=at)
+    tachometer = child_map(observability, "tachometer")
     if "enabled" in value:
-        enabled, enabled_comment = _pop(value, "enabled")
-        _put(tachometer, "enabled", enabled, enabled_comment)
+        enabled, enabled_comment = pop_key(value, "enabled")
+        put_key(tachometer, "enabled", enabled, enabled_comment)
     if "default_frequency" in value:
-        hertz, hertz_comment = _pop(value, "default_frequency")
+        hertz, hertz_comment = pop_key(value, "default_frequency")
         if isinstance(hertz, int | float) and hertz > 0:
-            _put(tachometer, "collect_interval_ms", round(1000 / hertz), hertz_comment)
+            put_key(tachometer, "collect_interval_ms", round(1000 / hertz), hertz_comment)
     for key in list(value):
-        item, item_comment = _pop(value, key)
-        _put(tachometer, key, item, item_comment)
+        item, item_comment = pop_key(value, key)
+        put_key(tachometer, key, item, item_comment)
     if comment is not None:
         observability.ca.items.setdefault("tachometer", comment)
     ctx.notes.append("telemetry (provider: scraper): moved to observability.tachometer")
@@ -562,9 +382,9 @@ def _fold_v2_leftovers(doc: CommentedMap) -> None:
     """Keys renamed inside schema 2 itself."""
     engine = doc.get("engine")
     if isinstance(engine, CommentedMap) and "set_cuda_visible_devices" in engine:
-        at = _index(engine, "set_cuda_visible_devices")
-        value, comment = _pop(engine, "set_cuda_visible_devices")
-        _put(engine, "set_visible_devices", value, comment, at=at)
+        at = index_of(engine, "set_cuda_visible_devices")
+        value, comment = pop_key(engine, "set_cuda_visible_devices")
+        put_key(engine, "set_visible_devices", value, comment, at=at)
     roles = doc.get("roles")
     if isinstance(roles, CommentedMap):
         for role in roles.values():
@@ -572,9 +392,9 @@ def _fold_v2_leftovers(doc: CommentedMap) -> None:
                 continue
             for old in ("environment", "env_vars"):
                 if old in role and "env" not in role:
-                    at = _index(role, old)
-                    value, comment = _pop(role, old)
-                    _put(role, "env", value, comment, at=at)
+                    at = index_of(role, old)
+                    value, comment = pop_key(role, old)
+                    put_key(role, "env", value, comment, at=at)
 
 
 def _colocated_gpus(doc: CommentedMap, ctx: _Context) -> None:
@@ -596,8 +416,8 @@ def _colocated_gpus(doc: CommentedMap, ctx: _Context) -> None:
     share = nodes * resources.get("gpus_per_node", 4) // (prefill_workers + decode_workers)
     for name, entry in (("prefill", prefill), ("decode", decode)):
         if "gpus" not in entry:
-            at = _index(entry, "workers") + 1 if "workers" in entry else len(entry)
-            _put(entry, "gpus", share, at=at)
+            at = index_of(entry, "workers") + 1 if "workers" in entry else len(entry)
+            put_key(entry, "gpus", share, at=at)
             ctx.notes.append(f"roles.{name}.gpus: {share}, the even share of the prefill nodes schema 1 used")
 
 
@@ -631,7 +451,7 @@ def _fold(doc: CommentedMap, ctx: _Context, *, partial: bool, leftovers_only: bo
 
 def _unknown_keys(doc: CommentedMap) -> list[tuple[str | int, ...]]:
     """Paths of keys no schema 2 field reads (the recipe model's `extra_forbidden`)."""
-    data, _ = parse_text(_dump(doc), "<migrated>")
+    data, _ = parse_text(dump(doc), "<migrated>")
     try:
         Recipe.model_validate(data)
     except ValidationError as err:
@@ -640,7 +460,7 @@ def _unknown_keys(doc: CommentedMap) -> list[tuple[str | int, ...]]:
         errors = []
     paths: list[tuple[str | int, ...]] = []
     for detail in errors:
-        path = _data_path(tuple(detail["loc"]), data)
+        path = data_path(tuple(detail["loc"]), data)
         if detail["type"] == "literal_error" and path == ("profiling", "type"):
             path = ("profiling",)  # a profiler schema 2 does not have: the whole section goes
         elif detail["type"] != "extra_forbidden":
@@ -663,12 +483,12 @@ def _take_out(doc: CommentedMap, path: tuple[str | int, ...], kept: CommentedMap
             node = node[part]
         except (KeyError, IndexError, TypeError):
             return False
-        target = _child(target, str(part))
+        target = child_map(target, str(part))
     last = path[-1]
     if not isinstance(node, CommentedMap) or last not in node:
         return False
-    value, comment = _pop(node, str(last))
-    _put(target, str(last), value, comment)
+    value, comment = pop_key(node, str(last))
+    put_key(target, str(last), value, comment)
     return True
 
 
@@ -688,13 +508,13 @@ def migrate_text(text: str, file: str = "<recipe>") -> Migration:
     """Schema 1 -> schema 2.  A file that needs no change comes back as it is."""
     parse_text(text, file)  # every YAML mistake as the loader reports it, with its line
     try:
-        doc = _yaml().load(text)
+        doc = round_trip().load(text)
     except YAMLError as err:  # pragma: no cover - parse_text refused it already
         raise RecipeError([Problem(f"invalid YAML: {err}", file=file)]) from None
     if not isinstance(doc, CommentedMap):
         raise RecipeError([Problem("the top level is not a mapping; a recipe is a YAML mapping", file=file, line=1)])
-    before = _dump(doc)
-    original_comments = list(dict.fromkeys(_comment_lines(doc)))
+    before = dump(doc)
+    original_comments = list(dict.fromkeys(comment_lines(doc)))
     ctx = _Context()
     blocks: list[tuple[str, CommentedMap]] = []
     leftovers_only = _schema(doc) == 2
@@ -712,7 +532,7 @@ def migrate_text(text: str, file: str = "<recipe>") -> Migration:
     notes = list(ctx.notes)
     kept = CommentedMap()
     for name, block in [] if leftovers_only else blocks:
-        target = _child(kept, name) if name else kept
+        target = child_map(kept, name) if name else kept
         for path in _unknown_keys(block):
             if _take_out(block, path, target):
                 where = ".".join(str(p) for p in (name, *path) if p != "")
@@ -726,7 +546,7 @@ def migrate_text(text: str, file: str = "<recipe>") -> Migration:
             base["schema"] = 2
         else:
             doc.insert(0, "schema", 2)
-    after = _dump(doc)
+    after = dump(doc)
     if after == before:
         return Migration(text, False, ())
     after += _kept_block(kept)
@@ -752,5 +572,5 @@ def _kept_block(kept: CommentedMap) -> str:
     prune(kept)
     if not kept:
         return ""
-    lines = _dump(kept).splitlines()
+    lines = dump(kept).splitlines()
     return "\n# " + KEPT_HEADER + "\n" + "".join(f"# {line}\n" if line.strip() else "#\n" for line in lines)
