@@ -105,7 +105,9 @@ def _fold_resources(doc: CommentedMap, ctx: _Context, *, partial: bool) -> None:
 def _colocate(value: Any) -> Any:
     """`decode_nodes: 0` meant "on the prefill nodes"; zipped lists map item by item."""
     if isinstance(value, list):
-        return CommentedSeq([_colocate(v) for v in value])
+        for i, item in enumerate(value):  # in place: the list keeps its style and comments
+            value[i] = _colocate(item)
+        return value
     if value == 0 and not isinstance(value, bool):
         return "colocate"
     return value

@@ -499,3 +499,20 @@ def test_the_loader_points_schema_1_at_the_command(v1: Path) -> None:
     result = run("validate", str(v1))
     assert result.exit_code == 2
     assert f"otherwise convert it with `srtd migrate {v1}`" in result.stderr
+
+
+def test_a_zipped_decode_nodes_list_keeps_its_style_and_zero_means_colocate() -> None:
+    text = textwrap.dedent(
+        """\
+        base:
+          name: z
+          model: {path: /m, container: c, precision: fp8}
+          resources: {gpus_per_node: 8, prefill_nodes: 1, gpus_per_prefill: 4, gpus_per_decode: 4}
+        zip_override_d:
+          resources:
+            decode_nodes: [0, 1]  # colocated, then its own node
+        """
+    )
+    assert migrate_text(text).text.endswith(
+        "zip_override_d:\n  roles:\n    decode:\n      nodes: [colocate, 1] # colocated, then its own node\n"
+    )
