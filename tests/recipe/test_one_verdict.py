@@ -154,3 +154,10 @@ def test_a_valid_file_has_no_problem(tmp_path: Path, as_json: bool) -> None:
     result = run("validate", *(["--json"] if as_json else []), str(path))
     assert result.exit_code == 0
     assert result.stderr == ""
+
+
+def test_workers_that_do_not_fit_their_nodes(tmp_path: Path) -> None:
+    path = write(tmp_path, HEAD.replace("agg: {nodes: 1, workers: 1}", "agg: {nodes: 1, workers: 3, gpus: 4}"))
+    assert same_verdict(path) == [
+        f"{path}:8:19 roles.agg.workers: 3 worker(s) of 4 GPU(s) do not fit on 1 node(s) of 8 GPUs"
+    ]
