@@ -31,12 +31,13 @@ from tests.reference import CORPUS, need_shared
 ROLES = ("prefill", "decode", "agg")
 
 
-def manifest_v1() -> list[str]:
-    manifest = CORPUS / "MANIFEST.tsv"
-    if not manifest.is_file():
+def manifest(layout: str) -> list[str]:
+    """The corpus files of one layout (`v1`, `v2`); none when the shared material is absent."""
+    path = CORPUS / "MANIFEST.tsv"
+    if not path.is_file():
         return []
-    with manifest.open(newline="") as fh:
-        return sorted(r["local_path"] for r in csv.DictReader(fh, delimiter="\t") if r["layout"] == "v1")
+    with path.open(newline="") as fh:
+        return sorted(r["local_path"] for r in csv.DictReader(fh, delimiter="\t") if r["layout"] == layout)
 
 
 @cache
@@ -93,7 +94,7 @@ def plan_shape(plan: Plan, gpn: int) -> dict[str, tuple[int, int | None, int]]:
     return out
 
 
-CASES = manifest_v1()
+CASES = manifest("v1")
 
 
 def test_the_corpus_has_the_schema_1_recipes_the_issue_counts() -> None:
@@ -169,14 +170,6 @@ def test_the_migrated_yaml_keeps_the_original_key_order_at_the_top() -> None:
         assert kept == [k for k in before if k in after], local_path
 
 
-def manifest_v2() -> list[str]:
-    manifest = CORPUS / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open(newline="") as fh:
-        return sorted(r["local_path"] for r in csv.DictReader(fh, delimiter="\t") if r["layout"] == "v2")
-
-
 # schema 2 files of the corpus that still carry schema 1 keys: the ones migrate touches
 V2_WITH_LEFTOVERS = {
     "srt-slurm/examples/" + p
@@ -200,7 +193,7 @@ V2_WITH_LEFTOVERS = {
 def test_schema_2_files_change_only_where_they_carry_schema_1_keys() -> None:
     need_shared()
     changed = set()
-    for local_path in manifest_v2():
+    for local_path in manifest("v2"):
         text = (CORPUS / local_path).read_text()
         result = migrate_text(text, local_path)
         if result.changed:
