@@ -83,10 +83,17 @@ class ClusterConfigError(InputError):
 
 
 class PlanError(InputError):
-    """The recipe is valid on its own but cannot be turned into a plan for these nodes."""
+    """The recipe is valid on its own but cannot be turned into a plan for these nodes.
 
-    def __init__(self, messages: str | Iterable[str]) -> None:
-        self.messages = (messages,) if isinstance(messages, str) else tuple(messages)
+    Each mistake is a `Problem`; one that comes from a recipe key carries its field
+    path (`services.2.after.0`) but no file position: the plan layer reads no files,
+    so whoever holds the loader's position map (`LoadedRecipe.locate`) pins it to a line.
+    """
+
+    def __init__(self, messages: str | Problem | Iterable[str | Problem]) -> None:
+        items = (messages,) if isinstance(messages, str | Problem) else tuple(messages)
+        self.problems: tuple[Problem, ...] = tuple(m if isinstance(m, Problem) else Problem(m) for m in items)
+        self.messages = tuple(p.message for p in self.problems)
         super().__init__("\n".join(self.messages))
 
 

@@ -9,7 +9,8 @@ import click
 
 from srtd.cli._inputs import plan_options, read_inputs
 from srtd.cli._main import cli
-from srtd.errors import UsageError
+from srtd.cli._verdict import echo_warnings, located_plan, plan_warnings
+from srtd.errors import PlanError, RecipeError, UsageError
 
 
 @cli.command()
@@ -36,7 +37,6 @@ def plan(
 
     Offline: no network and no Slurm are needed.
     """
-    from srtd.plan import build_plan
     from srtd.plan._render import dot, mermaid, sbatch_script
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
@@ -56,7 +56,7 @@ def plan(
             f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant or use --all"
         )
     plans = [
-        build_plan(
+        located_plan(
             loaded,
             inputs.cluster,
             nodes=inputs.nodes,
@@ -66,6 +66,8 @@ def plan(
         )
         for loaded in inputs.recipes
     ]
+    for p, loaded in zip(plans, inputs.recipes, strict=True):
+        echo_warnings(plan_warnings(loaded, p))
     if as_json:
         if every:
             click.echo(json.dumps([p.to_json() for p in plans], indent=2))
@@ -83,7 +85,11 @@ def plan(
                 args += ["--variant", loaded.variant]
             if inputs.cluster_file:
                 args += ["--cluster-config", str(inputs.cluster_file.resolve())]
-            click.echo(sbatch_script(p, args), nl=False)
+            try:
+                script = sbatch_script(p, args)
+            except PlanError as err:
+                raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
+            click.echo(script, nl=False)
         return
     from rich.console import Console
 

@@ -1,4 +1,7 @@
-"""The human view of a plan: nodes, then units by phase, then warnings."""
+"""The human view of a plan: nodes, then units by phase, then the teardown budget.
+
+Warnings are not part of the view: every command prints them the same way (`_verdict`).
+"""
 
 from __future__ import annotations
 
@@ -94,10 +97,6 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print("runs until stopped (manual benchmark, no terminal unit)")
     for path in plan.files:
         console.print(f"writes: {path}")
-    if plan.warnings:
-        console.print()
-        for warning in plan.warnings:
-            console.print(Text(f"warning: {warning}", style="yellow"))
 
 
 def _render_unit(unit: Unit, console: Console) -> None:

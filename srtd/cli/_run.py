@@ -10,6 +10,7 @@ import click
 
 from srtd.cli._inputs import plan_options, read_inputs
 from srtd.cli._main import cli
+from srtd.cli._verdict import located_plan
 from srtd.errors import LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
@@ -80,7 +81,6 @@ def run(
     SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
     """
     from srtd.launch import LocalLauncher
-    from srtd.plan import build_plan
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
@@ -112,8 +112,8 @@ def run(
             names = ", ".join(r.variant or "?" for r in inputs.recipes)
             raise UsageError(f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant")
         # Resolve the log dir first so every path in the plan is absolute.
-        draft = build_plan(inputs.recipes[0], inputs.cluster, job_id=inputs.job_id, local=True, log_dir=log_dir)
-        plan = build_plan(
+        draft = located_plan(inputs.recipes[0], inputs.cluster, job_id=inputs.job_id, local=True, log_dir=log_dir)
+        plan = located_plan(
             inputs.recipes[0],
             inputs.cluster,
             job_id=inputs.job_id,

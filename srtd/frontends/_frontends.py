@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from srtd.context import PlanContext
 from srtd.engines import WorkerMode, dynamo_env
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 from srtd.frontends._base import (
     Frontend,
     FrontendPlan,
@@ -247,7 +247,15 @@ class _Direct(Frontend):
             problems.append(
                 ("frontend.type", f"`{self.name}` serves one aggregated worker; use a router for prefill/decode")
             )
+        elif (recipe.roles["agg"].workers or 1) != 1:
+            problems.append(("roles.agg.workers", self._several(recipe.roles["agg"].workers or 1)))
         return problems
+
+    def _several(self, count: int) -> str:
+        return (
+            f"frontend `{self.name}` has no router: its one worker binds port 8000, but roles.agg has "
+            f"{count} workers; use a router frontend (sglang-router, vllm-router, dynamo) for several"
+        )
 
     def mode(self, recipe: Recipe) -> WorkerMode:
         return WorkerMode("direct", False, public_port=8000)
@@ -259,10 +267,7 @@ class _Direct(Frontend):
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         count = len(ctx.endpoints.get("agg", []))
         if count != 1:
-            raise PlanError(
-                f"frontend `{self.name}` has no router: its one worker binds port 8000, but roles.agg has "
-                f"{count} workers; use a router frontend (sglang-router, vllm-router, dynamo) for several"
-            )
+            raise PlanError(Problem(self._several(count), path="roles.agg.workers"))
         leader = next(u for u in workers if u.readiness is not None or u.ports.get("http"))
         gate = self.gate_readiness(ctx, self.gate_probe(leader.node, 8000))
         return FrontendPlan((), leader.name, leader.node, 8000, gate)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from srtd._yaml import dotted, walk
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
 from srtd.engines import Engine, WorkerMode, engine_row
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
-from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
+from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
 from srtd.recipe import LoadedRecipe, Recipe
 from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
 from srtd.topology import (
@@ -142,14 +144,19 @@ def build_plan(
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
     mode = mode or WorkerMode("direct", recipe.disaggregated)
     _place_workers(ctx, rows, mode)
-    services = _skip_unrunnable(ctx, services)
+    kept = _skip_unrunnable(ctx, services)
+    _check_after(recipe, kept, services)
+    services = kept
     _discovery(ctx, services)
     units, bench = _units(ctx, frontend, rows, services, mode)
-    _check_unique_names(units)
+    _check_unique_names(units, services)
     units = with_phase_edges(units)
     units = with_explicit_edges(units, _service_edges(services), {s.name for s in services})
+    # A cycle and a port clash are independent mistakes: report both at once.
+    problems = [*_cycle_problem(units, services), *_port_problems(ctx, units, services)]
+    if problems:
+        raise PlanError(problems)
     units = start_order(units)
-    _check_ports(ctx, units)
     teardown = _teardown(cluster, units, local)
     if not teardown.fits and not local:
         ctx.warn(
@@ -310,27 +317,91 @@ def _bench_node(ctx: PlanContext) -> str:
     return ctx.nodes.benchmark
 
 
-def _check_unique_names(units: Sequence[Unit]) -> None:
+def _owner(unit: Unit, services: Sequence[EffectiveService]) -> EffectiveService | None:
+    name = service_of(unit, [s.name for s in services])
+    return next((s for s in services if s.name == name), None)
+
+
+def _check_unique_names(units: Sequence[Unit], services: Sequence[EffectiveService]) -> None:
     seen: set[str] = set()
     for unit in units:
         if unit.name in seen:
-            raise PlanError(f"two units are named {unit.name!r}; rename one of the services")
+            owner = _owner(unit, services)
+            path = f"{owner.path}.name" if owner is not None and owner.position is not None else ""
+            raise PlanError(Problem(f"two units are named {unit.name!r}; rename one of the services", path=path))
         seen.add(unit.name)
 
 
-def _check_ports(ctx: PlanContext, units: Sequence[Unit]) -> None:
-    owners: dict[tuple[str, int], str] = {}
+def _check_after(recipe: Recipe, kept: Sequence[EffectiveService], every: Sequence[EffectiveService]) -> None:
+    """Every `after:` entry names a service this plan runs; each one that does not is a mistake."""
+    names = {s.name for s in kept}
+    left_out = {s.name for s in every} - names
+    disabled = {s.name: i for i, s in enumerate(recipe.services) if not s.enabled}
+    problems = []
+    for eff in kept:
+        if eff.position is None:
+            continue
+        for j, target in enumerate(eff.config.after):
+            if target in names:
+                continue
+            if target in disabled:
+                why = f"which is disabled (services.{disabled[target]} has enabled: false)"
+            elif target in left_out:
+                why = "which is left out of this plan (see the warnings)"
+            else:
+                why = f"which is not a service of this job ({', '.join(sorted(names)) or 'none'})"
+            problems.append(Problem(f"service {eff.name!r} waits for {target!r}, {why}", path=f"{eff.path}.after.{j}"))
+    if problems:
+        raise PlanError(problems)
+
+
+def _cycle_problem(units: Sequence[Unit], services: Sequence[EffectiveService]) -> list[Problem]:
+    """The first dependency cycle, pinned to the first `after:` entry on it."""
+    cycle = find_cycle(units)
+    if not cycle:
+        return []
+    by_name = {u.name: u for u in units}
+    path = ""
+    for waiter, waited in itertools.pairwise(cycle):
+        owner = _owner(by_name[waiter], services)
+        target = _owner(by_name[waited], services)
+        if owner is None or owner.position is None or target is None or target.name not in owner.config.after:
+            continue
+        path = f"{owner.path}.after.{owner.config.after.index(target.name)}"
+        break
+    return [Problem(f"dependency cycle: {' -> '.join(cycle)}", path=path)]
+
+
+def _port_path(eff: EffectiveService, port: int) -> str:
+    """Where a service's port is written: `options.port`, a `port` under `readiness`, or the entry."""
+    if eff.position is None:
+        return ""
+    if eff.config.options.get("port") == port:
+        return f"{eff.path}.options.port"
+    if eff.config.readiness is not None:
+        for rel, value in walk(eff.config.readiness.model_dump(by_alias=True, exclude_defaults=True)):
+            if rel and rel[-1] == "port" and value == port:
+                return f"{eff.path}.readiness.{dotted(rel)}"
+    return eff.path
+
+
+def _port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[EffectiveService]) -> list[Problem]:
+    owners: dict[tuple[str, int], Unit] = {}
     problems = []
     for unit in units:
         for port in dict.fromkeys(unit.ports.values()):
             key = ("" if ctx.local else unit.node, port)
             other = owners.get(key)
-            if other is not None and other != unit.name:
+            if other is not None and other.name != unit.name:
                 where = "this machine (local mode: every node is this one)" if ctx.local else unit.node
-                problems.append(f"port {port} on {where}: both {other} and {unit.name} listen on it")
-            owners.setdefault(key, unit.name)
-    if problems:
-        raise PlanError(problems)
+                # blame the service that was written later (or the only service of the two)
+                service = _owner(unit, services) or _owner(other, services)
+                path = _port_path(service, port) if service is not None else ""
+                problems.append(
+                    Problem(f"port {port} on {where}: both {other.name} and {unit.name} listen on it", path=path)
+                )
+            owners.setdefault(key, unit)
+    return problems
 
 
 def _teardown(cluster: Cluster, units: Sequence[Unit], local: bool) -> TeardownBudget:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from srtd.errors import PlanError
 from srtd.unit import Condition, Edge, Unit, UnitKind
@@ -56,7 +56,7 @@ def with_explicit_edges(units: Sequence[Unit], wanted: dict[str, tuple[str, ...]
                 problems.append(f"service {name!r} waits for {target!r}, which is not a service of this job ({known})")
     if problems:
         raise PlanError(problems)
-    owners = {u.name: _service_of(u, services) for u in units}
+    owners = {u.name: service_of(u, services) for u in units}
     out = []
     for unit in units:
         owner = owners[unit.name]
@@ -73,7 +73,8 @@ def with_explicit_edges(units: Sequence[Unit], wanted: dict[str, tuple[str, ...]
     return out
 
 
-def _service_of(unit: Unit, services: set[str]) -> str | None:
+def service_of(unit: Unit, services: Collection[str]) -> str | None:
+    """The service a unit belongs to, or None for workers, frontends and the benchmark."""
     if unit.kind not in (UnitKind.SERVICE, UnitKind.BUILD) or not unit.name.startswith("service_"):
         return None
     rest = unit.name[len("service_") :].split(".")[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 from srtd.unit import Plan, Unit, UnitKind
 
 
@@ -66,11 +66,20 @@ def _dot_text(text: str) -> str:
     return text.replace('"', '\\"')
 
 
-def _one_line(what: str, value: str) -> str:
+def _one_line(what: str, value: str, path: str) -> str:
     # A newline in an #SBATCH value would end the comment and run as script.
     if "\n" in value or "\r" in value:
-        raise PlanError(f"{what} must be one line, got {value!r}")
+        raise PlanError(Problem(f"{what} must be one line, got {value!r}", path=path))
     return value
+
+
+# Where each #SBATCH value is written in a recipe (the cluster settings may give it instead).
+_SBATCH_KEYS = {
+    "job-name": "name",
+    "account": "slurm.account",
+    "partition": "slurm.partition",
+    "time": "slurm.time_limit",
+}
 
 
 def sbatch_script(plan: Plan, run_args: Sequence[str], *, srtd: str = "srtd") -> str:
@@ -95,11 +104,12 @@ def sbatch_script(plan: Plan, run_args: Sequence[str], *, srtd: str = "srtd") ->
     directives += [(k, v or None) for k, v in spec.directives.items()]
     lines = ["#!/bin/bash"]
     for key, value in directives:
-        _one_line("an #SBATCH key", key)
+        path = _SBATCH_KEYS.get(key, f"sbatch_directives.{key}")
+        _one_line("an #SBATCH key", key, path)
         if value is None:
             lines.append(f"#SBATCH --{key}")
         else:
-            lines.append(f"#SBATCH --{key}={shlex.quote(_one_line(f'#SBATCH --{key}', value))}")
+            lines.append(f"#SBATCH --{key}={shlex.quote(_one_line(f'#SBATCH --{key}', value, path))}")
     budget = plan.teardown
     lines += [
         "",

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from srtd.recipe._base import Section, attribute_docs
 from srtd.recipe._engines import ENGINE_MODELS, ENGINE_NAMES, CustomEngine, EngineConfig, ToyEngine
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
+from srtd.recipe._migrate import Migration, migrate_text
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
@@ -69,6 +70,7 @@ __all__ = [
     "EngineConfig",
     "LivenessSpec",
     "LoadedRecipe",
+    "Migration",
     "Recipe",
     "RestartPolicy",
     "RoleConfig",
@@ -82,5 +84,6 @@ __all__ = [
     "load_recipe",
     "load_recipes",
     "load_text",
+    "migrate_text",
     "recipe_json_schema",
 ]

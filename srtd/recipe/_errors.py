@@ -36,7 +36,7 @@ def problems_from(
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0, p.path))
 
 
-def _data_path(loc: tuple[int | str, ...], data: Any, *, missing: bool = False) -> PathKey:
+def data_path(loc: tuple[int | str, ...], data: Any, *, missing: bool = False) -> PathKey:
     """The path in the document of a pydantic `loc`: union tags and validator names dropped."""
     path: list[str | int] = []
     node: Any = data
@@ -80,7 +80,7 @@ def _convert(
 ) -> list[Problem]:
     kind = detail["type"]
     loc = tuple(detail["loc"])
-    path = _data_path(loc, data, missing=kind == "missing")
+    path = data_path(loc, data, missing=kind == "missing")
     if kind == RULES_ERROR:
         ctx = detail.get("ctx") or {}
         out = []

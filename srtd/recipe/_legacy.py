@@ -51,4 +51,4 @@ def legacy_hint(path: str) -> str | None:
     replacement = replacement_for(path)
     if replacement is None:
         return None
-    return f"an older srt-slurm key; schema 2 writes {replacement} (`srtd migrate` will rewrite it)"
+    return f"an older srt-slurm key; schema 2 writes {replacement} (`srtd migrate` rewrites it)"

@@ -14,10 +14,12 @@ from srtd.recipe._errors import problems_from
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._variants import Variant, expand_overrides, expand_sweep, is_override_file, select
 
-V1_HINT = (
-    "a schema 1 (pre-2.0) recipe, or a recipe without `schema: 2`; add `schema: 2` if it already uses "
-    "`roles:`, otherwise convert it with `srtd migrate` (coming in a later release)"
-)
+
+def _v1_hint(file: str | None) -> str:
+    return (
+        "a schema 1 (pre-2.0) recipe, or a recipe without `schema: 2`; add `schema: 2` if it already uses "
+        f"`roles:`, otherwise convert it with `srtd migrate {file or 'FILE'}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,18 @@ class LoadedRecipe:
     def problem(self, message: str, path: PathKey | str, *, prefer_key: bool = True) -> Problem:
         key: PathKey = tuple(_split(path)) if isinstance(path, str) else path
         return self.positions.problem(message, key, prefer_key=prefer_key, variant=self.variant)
+
+    def locate(self, problem: Problem) -> Problem:
+        """A problem found later (by the plan builder) pinned to this recipe's file and line.
+
+        One with a field path gets the line and column of that key; one without
+        names the file (and variant) only.
+        """
+        if problem.file is not None:
+            return problem
+        if problem.path:
+            return self.problem(problem.message, problem.path)
+        return Problem(problem.message, file=self.file, variant=self.variant)
 
 
 def _split(path: str) -> list[str | int]:
@@ -98,13 +112,13 @@ def _check_document(data: Any, positions: Positions) -> None:
     if schema is None and isinstance(data.get("base"), dict):
         schema = data["base"].get("schema")
     if schema is None:
-        raise RecipeError([Problem(f"missing `schema: 2`: {V1_HINT}", file=file, line=1, column=1)])
+        raise RecipeError([Problem(f"missing `schema: 2`: {_v1_hint(file)}", file=file, line=1, column=1)])
     if schema != 2:
         where = positions.values.get(("schema",)) or positions.values.get(("base", "schema"))
         raise RecipeError(
             [
                 Problem(
-                    f"schema must be 2, got {schema!r}: {V1_HINT}",
+                    f"schema must be 2, got {schema!r}: {_v1_hint(file)}",
                     path="schema",
                     file=file,
                     line=where[0] if where else 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from srtd.context import PlanContext, render
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 from srtd.recipe import LivenessSpec, ServiceReadiness
 from srtd.services._builtin import placeholder_values
 from srtd.services._kind import Instance
@@ -41,7 +41,9 @@ def placed_nodes(ctx: PlanContext, eff: EffectiveService) -> tuple[str, ...]:
     nodes = ctx.nodes
     if eff.pool is not None:
         if eff.pool not in nodes.pools:
-            raise PlanError(f"service {eff.name!r}: pool {eff.pool!r} has no nodes")
+            field = "placement.pool" if eff.config.nodes is None else "nodes"
+            path = f"{eff.path}.{field}" if eff.position is not None else ""
+            raise PlanError(Problem(f"service {eff.name!r}: pool {eff.pool!r} has no nodes", path=path))
         return nodes.pools[eff.pool]
     placement = eff.placement
     if placement == "head":
@@ -96,7 +98,9 @@ def readiness_of(spec: ServiceReadiness, node: str) -> Readiness:
     return Readiness(probe=probe, timeout_seconds=spec.timeout_seconds, interval_seconds=spec.interval_seconds)
 
 
-def liveness_of(spec: LivenessSpec | None, readiness: Readiness | None, node: str, service: str) -> Liveness | None:
+def liveness_of(
+    spec: LivenessSpec | None, readiness: Readiness | None, node: str, service: str, path: str = ""
+) -> Liveness | None:
     """A service's liveness: `default` and a port-less tcp/http probe reuse its readiness probe's port."""
     if spec is None:
         return None
@@ -106,7 +110,9 @@ def liveness_of(spec: LivenessSpec | None, readiness: Readiness | None, node: st
     probe: TcpProbe | HttpProbe | LogProbe | None = None
     if spec.default:
         if not isinstance(ready, TcpProbe | HttpProbe):
-            raise PlanError(f"{where}: `default` reuses a tcp or http readiness probe, and it has none; name a probe")
+            raise PlanError(
+                Problem(f"{where}: `default` reuses a tcp or http readiness probe, and it has none; name a probe", path)
+            )
         probe = ready
     elif spec.log is not None:
         probe = LogProbe(pattern=spec.log.pattern)
@@ -114,7 +120,7 @@ def liveness_of(spec: LivenessSpec | None, readiness: Readiness | None, node: st
         written = spec.port or (spec.tcp.port if spec.tcp else None) or (spec.http.port if spec.http else None)
         port = written or ready_port
         if port is None:
-            raise PlanError(f"{where}: give the probe a port (its readiness probe has none to reuse)")
+            raise PlanError(Problem(f"{where}: give the probe a port (its readiness probe has none to reuse)", path))
         if spec.http is not None:
             probe = HttpProbe(node=node, port=port, path=spec.http.path, status=spec.http.status)
         else:
@@ -174,7 +180,8 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
         preamble = "\n".join(p for p in preamble_parts if p) or None
         readiness = readiness_of(svc.readiness, inst.node) if svc.readiness else kind.readiness(ctx, svc, inst)
         if not argv:
-            raise PlanError(f"service {eff.name!r} has no command")
+            path = f"{eff.path}.command" if eff.position is not None else ""
+            raise PlanError(Problem(f"service {eff.name!r} has no command", path=path))
         units.append(
             Unit(
                 name=inst.unit_name,
@@ -197,7 +204,13 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
                 ports=service_ports(eff),
                 after=source_edge,
                 readiness=readiness,
-                liveness=liveness_of(svc.liveness, readiness, inst.node, eff.name),
+                liveness=liveness_of(
+                    svc.liveness,
+                    readiness,
+                    inst.node,
+                    eff.name,
+                    f"{eff.path}.liveness" if eff.position is not None else "",
+                ),
                 critical=eff.critical,
                 terminal=svc.terminal,
                 tier=eff.tier,

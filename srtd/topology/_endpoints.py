@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 
 
 @dataclass(frozen=True)
@@ -81,5 +81,8 @@ def place_role(
     return out, at
 
 
-def _short(role: str, workers: int, gpus: int, nodes: int, gpus_per_node: int) -> str:
-    return f"roles.{role}: {workers} worker(s) of {gpus} GPU(s) do not fit on {nodes} node(s) of {gpus_per_node} GPUs"
+def _short(role: str, workers: int, gpus: int, nodes: int, gpus_per_node: int) -> Problem:
+    return Problem(
+        f"{workers} worker(s) of {gpus} GPU(s) do not fit on {nodes} node(s) of {gpus_per_node} GPUs",
+        path=f"roles.{role}.workers",
+    )

@@ -805,14 +805,19 @@ def test_a_direct_server_gate_waits_for_v1_models(frontend: str) -> None:
     )
 
 
-def test_a_direct_frontend_with_several_workers_is_a_plan_error() -> None:
-    from tests.plan._util import plan_error
+def test_a_direct_frontend_with_several_workers_is_refused_at_the_workers_key() -> None:
+
+    from tests.plan._util import check_problems
 
     body = "engine: sglang\nroles:\n  agg: {nodes: 1, workers: 2}\nfrontend: {type: sglang}\n"
-    assert plan_error(body) == (
-        "frontend `sglang` has no router: its one worker binds port 8000, but roles.agg has 2 workers; "
-        "use a router frontend (sglang-router, vllm-router, dynamo) for several"
-    )
+    assert check_problems(body) == [
+        (
+            8,
+            "roles.agg.workers",
+            "frontend `sglang` has no router: its one worker binds port 8000, but roles.agg has 2 workers; "
+            "use a router frontend (sglang-router, vllm-router, dynamo) for several",
+        )
+    ]
 
 
 def test_trtllm_serve_disaggregated_orchestrator() -> None:
@@ -1007,4 +1012,8 @@ def test_sbatch_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     bad.write_text(HEAD.replace("name: t\n", 'name: "a\\nb"\n') + SBATCH_BODY)
     result = CliRunner().invoke(cli, ["plan", str(bad), "--sbatch"])
     assert result.exit_code == 2
-    assert result.stderr == "srtd: #SBATCH --job-name must be one line, got 'a\\nb'\n"
+    assert result.stderr == f"srtd: {bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"
+    # validate renders the wrapper too, so it refuses the same, at the same key
+    result = CliRunner().invoke(cli, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr == f"{bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from srtd.cluster import Cluster
+from srtd.errors import PlanError
 from srtd.unit import Condition, LogProbe, TcpProbe, UnitKind
 from tests.plan._util import HEAD, after, check_problems, load_problems, names, plan, plan_error
 
@@ -1046,3 +1047,34 @@ services:
         "service_node-exporter_node3",
     ]
     assert p.nodes["pool:train"] == ("node2", "node3")
+
+
+# --------------------------------------------------------------------------- field paths of plan errors
+
+
+def plan_problems(body: str) -> list[tuple[str, str | None, int | None]]:
+    """(path, file, line) of each plan-time refusal: a field path, and no position (no file I/O here)."""
+    with pytest.raises(PlanError) as info:
+        plan(body)
+    return [(p.path, p.file, p.line) for p in info.value.problems]
+
+
+def test_plan_errors_carry_the_field_path_of_the_recipe_key() -> None:
+    after = AGG + "services:\n  - {name: a, command: [x], after: [b, zz]}\n  - {name: b, command: [x], after: [a]}\n"
+    assert plan_problems(after) == [("services.0.after.1", None, None)]
+    cycle = AGG + "services:\n  - {name: a, command: [x], after: [b]}\n  - {name: b, command: [x], after: [a]}\n"
+    assert plan_problems(cycle) == [("services.0.after.0", None, None)]
+    port = AGG + "services:\n  - {name: a, command: [x], options: {}, readiness: {port: 6100}}\n"
+    assert plan_problems(port) == [("services.0.readiness.port", None, None)]
+
+
+def test_an_after_entry_naming_a_service_left_out_says_so() -> None:
+    # the process exporter is implied by the metrics scraper and left out without its binary
+    head = HEAD.replace("observability: {tachometer: {enabled: false}}\n", "")
+    body = AGG + "services:\n  - {name: a, command: [x], after: [process-exporter]}\n"
+    with pytest.raises(PlanError) as info:
+        plan(body, head=head)
+    assert str(info.value) == (
+        "service 'a' waits for 'process-exporter', which is left out of this plan (see the warnings)"
+    )
+    assert info.value.problems[0].path == "services.0.after.0"

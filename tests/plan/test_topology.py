@@ -338,14 +338,15 @@ def test_spread_workers_gives_each_worker_a_fresh_node() -> None:
 def test_too_many_workers_for_the_role_nodes() -> None:
     with pytest.raises(PlanError) as info:
         place_role("agg", 3, 4, ("n1",), 8)
-    assert str(info.value) == "roles.agg: 3 worker(s) of 4 GPU(s) do not fit on 1 node(s) of 8 GPUs"
+    assert str(info.value) == "3 worker(s) of 4 GPU(s) do not fit on 1 node(s) of 8 GPUs"
+    assert info.value.problems[0].path == "roles.agg.workers"
     body = """\
     engine: sglang
     roles:
       agg: {nodes: 1, workers: 3, gpus: 4}
     frontend: {type: sglang-router, enable_multiple_frontends: false}
     """
-    assert plan_error(body) == "roles.agg: 3 worker(s) of 4 GPU(s) do not fit on 1 node(s) of 8 GPUs"
+    assert plan_error(body) == "3 worker(s) of 4 GPU(s) do not fit on 1 node(s) of 8 GPUs"
 
 
 def test_a_sixteen_gpu_worker_spans_two_nodes() -> None:

@@ -223,7 +223,7 @@ def test_every_v1_leftover_names_its_replacement(local_path: str) -> None:
             name = problem.path.split(".")[-1]
             assert problem.message == (
                 f"unknown field {name!r}: an older srt-slurm key; schema 2 writes {LEGACY_KEYS[problem.path]} "
-                "(`srtd migrate` will rewrite it)"
+                "(`srtd migrate` rewrites it)"
             )
         else:
             assert "older srt-slurm key" not in problem.message, problem

@@ -14,6 +14,9 @@ from srtd.cli._main import cli
 from srtd.recipe import recipe_json_schema
 from tests.recipe.samples import BASE, OVERRIDES, sub
 
+# Without the metrics scraper's exporters the plan of BASE has no warnings.
+QUIET = "observability: {tachometer: {enabled: false}}\n"
+
 
 def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -22,7 +25,7 @@ def run(*args: str) -> Result:
 @pytest.fixture
 def valid(tmp_path: Path) -> Path:
     path = tmp_path / "good.yaml"
-    path.write_text(BASE)
+    path.write_text(BASE + QUIET)
     return path
 
 
@@ -91,7 +94,7 @@ def test_validate_several_files(valid: Path, invalid: Path, tmp_path: Path) -> N
 
 def test_validate_several_valid_files(valid: Path, tmp_path: Path) -> None:
     other = tmp_path / "sweep.yaml"
-    other.write_text(BASE + "sweep:\n  c: [1, 2, 3]\n")
+    other.write_text(BASE + QUIET + "sweep:\n  c: [1, 2, 3]\n")
     result = run("validate", str(valid), str(other))
     assert result.exit_code == 0
     assert result.stdout == f"{valid}: valid (1 recipe)\n{other}: valid (3 recipes)\n"
@@ -102,11 +105,12 @@ def test_validate_json(valid: Path, invalid: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr == ""
     assert json.loads(result.stdout) == [
-        {"file": str(valid), "valid": True, "recipes": 1, "problems": []},
+        {"file": str(valid), "valid": True, "recipes": 1, "problems": [], "warnings": []},
         {
             "file": str(invalid),
             "valid": False,
             "recipes": 0,
+            "warnings": [],
             "problems": [
                 {
                     "file": str(invalid),
@@ -132,7 +136,9 @@ def test_validate_json(valid: Path, invalid: Path) -> None:
 def test_validate_json_all_valid_exits_0(valid: Path) -> None:
     result = run("validate", "--json", str(valid))
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == [{"file": str(valid), "valid": True, "recipes": 1, "problems": []}]
+    assert json.loads(result.stdout) == [
+        {"file": str(valid), "valid": True, "recipes": 1, "problems": [], "warnings": []}
+    ]
 
 
 def test_validate_needs_a_file() -> None:

@@ -1,0 +1,111 @@
+"""`srtd migrate`: rewrite schema 1 recipes as schema 2."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from srtd.cli._main import cli
+from srtd.errors import EXIT_INPUT, EXIT_JOB_FAILED, EXIT_OK, Problem, RecipeError, UsageError
+
+EXIT_WOULD_CHANGE = EXIT_JOB_FAILED  # `--check`: 1 when a file is not schema 2 yet, as linters do
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file in one step: a reader sees the old text or the new, never half."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _diff(path: Path, old: str, new: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"{path}", f"{path} (schema 2)"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--in-place", "-i", "in_place", is_flag=True, help="Rewrite each FILE where it is.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the one FILE's migration here.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when a file would change (for CI).")
+@click.option("--diff", "show_diff", is_flag=True, help="Show the change as a unified diff.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: every file, changed or not, its notes.")
+def migrate(
+    files: tuple[Path, ...], in_place: bool, output: Path | None, check: bool, show_diff: bool, as_json: bool
+) -> None:
+    """Rewrite schema 1 recipes (plain, override files, sweeps) as schema 2.
+
+    Comments and key order are kept; a key that moves takes its comment along.
+    Without --in-place or -o the result goes to stdout.  Content with no schema 2
+    field is kept as comments at the end of the file and named in a note.  A schema 2
+    file comes back unchanged.  Exits 0; with --check 1 when a file would change;
+    2 when a file cannot be read or parsed.
+    """
+    from srtd._yaml import read_file
+    from srtd.recipe import migrate_text
+
+    if in_place and output is not None:
+        raise UsageError("choose one of --in-place and -o")
+    if check and (in_place or output is not None):
+        raise UsageError("--check writes nothing; leave out --in-place and -o")
+    if output is not None and len(files) != 1:
+        raise UsageError("-o takes one FILE; use --in-place for several")
+    to_stdout = not (in_place or output is not None or check or show_diff or as_json)
+    if to_stdout and len(files) != 1:
+        raise UsageError("several files: use --in-place, --check or --diff (stdout takes one)")
+    report: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for path in files:
+        try:
+            text = read_file(path)
+            result = migrate_text(text, str(path))
+        except RecipeError as err:
+            problems.extend(err.problems)
+            continue
+        written = None
+        if output is not None:
+            _write(output, result.text)
+            written = str(output)
+        elif in_place and result.changed:
+            _write(path, result.text)
+            written = str(path)
+        report.append({"file": str(path), "changed": result.changed, "written": written, "notes": list(result.notes)})
+        if as_json:
+            continue
+        for note in result.notes:
+            click.echo(f"{path}: note: {note}", err=True)
+        if show_diff and result.changed:
+            click.echo(_diff(path, text, result.text), nl=False)
+        if to_stdout:
+            click.echo(result.text, nl=False)
+        elif check:
+            click.echo(f"{path}: {'would change' if result.changed else 'schema 2, nothing to change'}")
+        elif written is not None:
+            click.echo(f"{path}: migrated to schema 2" + (f", written to {written}" if written != str(path) else ""))
+        elif not show_diff:
+            click.echo(f"{path}: schema 2, nothing to change")
+    if as_json:
+        click.echo(json.dumps({"files": report, "problems": [p.as_json() for p in problems]}, indent=2))
+    else:
+        for problem in problems:
+            click.echo(str(problem), err=True)
+    if problems:
+        raise SystemExit(EXIT_INPUT)
+    if check and any(r["changed"] for r in report):
+        raise SystemExit(EXIT_WOULD_CHANGE)
+    raise SystemExit(EXIT_OK)
