@@ -20,9 +20,9 @@ from typing import Any
 
 from srtd.cluster import Cluster
 from srtd.plan import build_plan
-from srtd.recipe import load_text
+from srtd.recipe import load_text, migrate_text
 from srtd.unit import Plan, Unit, UnitKind
-from tests.fidelity._legacy import rewrite_pre_engine_keys
+from tests.fidelity._legacy import older_router_spelling
 from tests.fidelity._snapshot import Snapshot, Step, read_snapshot
 from tests.reference import REFERENCE
 
@@ -84,14 +84,14 @@ def load_pair(name: str) -> tuple[Snapshot, Path]:
 
 
 def plan_like_the_mock(recipe_file: Path, node_count: int) -> tuple[Plan, dict[str, Any]]:
-    """srtd's plan for the recipe on the mock's allocation."""
+    """srtd's plan for the recipe on the mock's allocation (keys older than `engine:` migrated first)."""
     from ruamel.yaml import YAML
 
-    text = recipe_file.read_text()
-    original = YAML(typ="safe", pure=True).load(text)
-    data = rewrite_pre_engine_keys(original)
-    if data != original:  # only a rewritten recipe is re-dumped (its positions are then approximate)
-        text = _dump(data)
+    text = migrate_text(recipe_file.read_text(), str(recipe_file)).text
+    data = YAML(typ="safe", pure=True).load(text)
+    respelled = older_router_spelling(data)
+    if respelled is not data:  # re-dumped: positions in errors are then approximate
+        data, text = respelled, _dump(respelled)
     loaded = load_text(text, str(recipe_file))[0]
     recipe = loaded.recipe
     nodes = [f"node-{i:02d}" for i in range(1, node_count + 1)]
