@@ -31,3 +31,13 @@ def tests(session: nox.Session) -> None:
     """The test suite (pytest, anyio's plugin, hypothesis)."""
     session.install("-e", ".[dev]")
     session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def fidelity(session: nox.Session) -> None:
+    """How closely srtd launches what srtctl launches: agreement per upstream launch snapshot.
+
+    Needs the shared reference material (SRTD_TEST_SHARED); `-- -u` lists unexplained differences.
+    """
+    session.install("-e", ".[dev]")
+    session.run("python", "scripts/fidelity.py", *session.posargs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from srtd.cluster import Cluster
 from srtd.recipe import Recipe
@@ -41,6 +42,7 @@ class PlanContext:
     discovery: dict[str, str] = field(default_factory=dict)  # ETCD_ENDPOINTS, NATS_SERVER, MOONCAKE_MASTER
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # host path -> content, written before launch
+    mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own
     _warned: set[str] = field(default_factory=set)
 
     # ------------------------------------------------------------------ notes

@@ -70,6 +70,14 @@ class LogProbe(_Frozen):
     pattern: str
 
 
+class FileProbe(_Frozen):
+    """Ready when `path` exists (a file the unit writes on shared storage, seen from `node`)."""
+
+    type: Literal["file"] = "file"
+    node: str
+    path: str
+
+
 class Count(_Frozen):
     """One way to read a number out of a JSON health document.
 
@@ -103,7 +111,7 @@ class WorkerCountProbe(_Frozen):
     expect_decode: int = 0
 
 
-Probe = Annotated[TcpProbe | HttpProbe | LogProbe | WorkerCountProbe, Field(discriminator="type")]
+Probe = Annotated[TcpProbe | HttpProbe | LogProbe | FileProbe | WorkerCountProbe, Field(discriminator="type")]
 
 
 class Readiness(_Frozen):

@@ -6,6 +6,7 @@ The benchmark is a terminal unit: the job ends when it exits, with its exit code
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -78,19 +79,76 @@ class Toy(Benchmark):
 
 
 class Script(Benchmark):
-    """srt-slurm's benchmark scripts (sa-bench, mmlu, ...): run from `benchmark_scripts`, settings in env."""
+    """srt-slurm's benchmark scripts (sa-bench, mmlu, ...): run from `benchmark_scripts`, settings in env.
+
+    A row that knows its script's positional arguments overrides `args`; the others get
+    every benchmark setting as `SRT_BENCH_<FIELD>`.
+    """
 
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
-        return ["bash", f"{SCRIPTS_IN_CONTAINER}/{self.name}/bench.sh"]
+        return ["bash", f"{SCRIPTS_IN_CONTAINER}/{self.name}/bench.sh", *(self.args(ctx, target) or ())]
+
+    def args(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str] | None:
+        """The script's positional arguments, or None when it reads `SRT_BENCH_*` instead."""
+        return None
 
     def env(self, ctx: PlanContext, target: BenchmarkTarget) -> dict[str, str]:
-        out = {}
+        out: dict[str, str] = {}
+        if self.args(ctx, target) is not None:
+            return out
         for field, value in ctx.recipe.benchmark.model_dump(exclude={"type", "env", "placement", "sweep"}).items():
             if value in (None, {}, [], ()):
                 continue
             text = "x".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
             out[f"SRT_BENCH_{re.sub(r'[^A-Z0-9]', '_', field.upper())}"] = text
         return out
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
+def contract_env(
+    ctx: PlanContext, target: BenchmarkTarget, workers: Sequence[Unit], services: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
+    """What every benchmark client is told about the job (srt-slurm's names, so its scripts work).
+
+    The frontend, the worker endpoints per role (`SRT_<ROLE>_ENDPOINTS` are the ports whose
+    `/metrics` the client may scrape), and the nodes of every service.
+    """
+    env = {"SRTCTL_FRONTEND_TYPE": ctx.recipe.frontend.type}
+    if target.node:
+        env["SRT_FRONTEND_HOST"] = ctx.address(target.node)
+        env["SRT_FRONTEND_PORT"] = str(target.port or "")
+    env["SRT_GPUS_PER_NODE"] = str(ctx.gpus_per_node)
+    env["SRT_WORKER_NODES"] = ",".join(ctx.nodes.workers)
+    leaders: dict[str, list[Unit]] = {}
+    seen: set[tuple[str | None, int | None]] = set()
+    for unit in workers:
+        if unit.kind == UnitKind.WORKER and (unit.role, unit.index) not in seen:
+            seen.add((unit.role, unit.index))
+            leaders.setdefault(unit.role or "", []).append(unit)
+    metrics: list[str] = []
+    for role, units in leaders.items():
+        endpoints = []
+        for unit in units:
+            # A Dynamo worker serves /metrics on its system port, a direct one on its HTTP port.
+            sys_port = unit.env.get("DYN_SYSTEM_PORT")
+            port = int(sys_port) if sys_port else unit.ports.get("http")
+            if port is not None:
+                endpoints.append(f"{ctx.address(unit.node)}:{port}")
+        env[f"SRT_{_key(role)}_IPS"] = ",".join(ctx.address(u.node) for u in units)
+        if endpoints:
+            env[f"SRT_{_key(role)}_ENDPOINTS"] = ",".join(endpoints)
+            metrics += [f"http://{e}/metrics" for e in endpoints]
+    if metrics:
+        env["AIPERF_SERVER_METRICS_URLS"] = ",".join(metrics)
+    for name, nodes in services.items():
+        key = _key(name)
+        env[f"SRT_SERVICE_{key}_NODES"] = ",".join(nodes)
+        env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ctx.address(n) for n in nodes)
+        env[f"SRT_SERVICE_{key}_NODE_COUNT"] = str(len(nodes))
+    return env
 
 
 def benchmark_row(name: str) -> Benchmark:
@@ -101,7 +159,14 @@ def benchmark_row(name: str) -> Benchmark:
     return row
 
 
-def benchmark_unit(ctx: PlanContext, target: BenchmarkTarget, node: str) -> Unit | None:
+def benchmark_unit(
+    ctx: PlanContext,
+    target: BenchmarkTarget,
+    node: str,
+    workers: Sequence[Unit] = (),
+    services: Mapping[str, Sequence[str]] | None = None,
+) -> Unit | None:
+    """The benchmark client; its environment names the workers and every service's nodes."""
     bench = ctx.recipe.benchmark
     row = benchmark_row(bench.type)
     if not row.runs:
@@ -113,21 +178,7 @@ def benchmark_unit(ctx: PlanContext, target: BenchmarkTarget, node: str) -> Unit
                 f"benchmark {bench.type!r} runs srt-slurm's script from {SCRIPTS_IN_CONTAINER}; "
                 "set `benchmark_scripts` in the cluster settings to mount it"
             )
-    url_host = ctx.address(target.node) if target.node else ""
-    env = {
-        **ctx.job_env(),
-        "SRT_FRONTEND_HOST": url_host,
-        "SRT_FRONTEND_PORT": str(target.port or ""),
-        "SRT_FRONTEND_URL": f"http://{url_host}:{target.port}" if target.node else "",
-        "SRT_MODEL": served_name(ctx),
-        "SRT_GPUS_PER_NODE": str(ctx.gpus_per_node),
-        "SRT_WORKER_NODES": ",".join(ctx.nodes.workers),
-    }
-    for name, nodes in ctx.nodes.pools.items():
-        key = re.sub(r"[^A-Z0-9]", "_", name.upper())
-        env[f"SRT_SERVICE_{key}_NODES"] = ",".join(nodes)
-        env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ctx.address(n) for n in nodes)
-        env[f"SRT_SERVICE_{key}_NODE_COUNT"] = str(len(nodes))
+    env = {**ctx.job_env(), **contract_env(ctx, target, workers, services or {})}
     env.update(row.env(ctx, target))
     env.update(dict(ctx.recipe.environment.items()))
     env.update(bench.env)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from srtd.unit import HttpProbe, Liveness, LogProbe, Plan, Probe, Readiness, TcpProbe, Unit, WorkerCountProbe
+from srtd.unit import FileProbe, HttpProbe, Liveness, LogProbe, Plan, Probe, Readiness, TcpProbe, Unit, WorkerCountProbe
 
 
 def describe_readiness(ready: Readiness | None) -> str:
@@ -39,6 +39,8 @@ def _probe(probe: Probe) -> str:
         what = f"http {probe.node}:{probe.port}{probe.path} = {probe.status}"
     elif isinstance(probe, LogProbe):
         what = f"log /{probe.pattern}/"
+    elif isinstance(probe, FileProbe):
+        what = f"file {probe.path}"
     else:
         assert isinstance(probe, WorkerCountProbe)
         what = (

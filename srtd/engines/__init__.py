@@ -10,9 +10,13 @@ from srtd.engines._base import (
     flags,
     register_engine,
     served_model_name,
+    with_dynamo_install,
 )
+from srtd.engines._dynamo_install import install_preamble
+from srtd.engines._engines import MORIIO_DISCOVERY_PORT, kv_connector
 
 __all__ = [
+    "MORIIO_DISCOVERY_PORT",
     "Engine",
     "WorkerMode",
     "_engines",
@@ -20,6 +24,9 @@ __all__ = [
     "dynamo_env",
     "engine_row",
     "flags",
+    "install_preamble",
+    "kv_connector",
     "register_engine",
     "served_model_name",
+    "with_dynamo_install",
 ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
 from srtd.context import PlanContext, render
+from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
 from srtd.errors import PlanError
 from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig
 from srtd.recipe._base import Section
@@ -73,6 +74,7 @@ class Engine:
     # None: the engine has none srtd knows of, and `liveness: default` is refused.
     # Every row says it; none is assumed.
     health_path: ClassVar[str | None] = None
+    served_flag: ClassVar[str | None] = None  # the row passes the served name itself with this flag
 
     # ------------------------------------------------------------------ questions
 
@@ -178,15 +180,28 @@ class Engine:
         return problems
 
     def role_flags(self, ctx: PlanContext, role: str, values: Mapping[str, object]) -> list[str]:
+        skip = {"disaggregation-mode"}  # srtd passes it from the role
+        if self.served_flag:
+            skip |= {"served-model-name", "served_model_name"}  # and the served name, once
         args = {
             k: (render(v, values) if isinstance(v, str) else v)
             for k, v in ctx.recipe.roles[role].args.items()
-            if k != "disaggregation-mode"  # srtd passes it from the role
+            if k not in skip
         }
         return [*flags(args, lists=self.list_style), *ctx.recipe.roles[role].extra_args]
 
     def served_model_name(self, ctx: PlanContext, role: str) -> str:
         return served_model_name(ctx.recipe, role, ctx.model_host_path)
+
+    def mooncake_store_file(self, ctx: PlanContext, role: str, store: Mapping[str, Any]) -> str:
+        """Write the role's Mooncake store client config; its path as the workers see it."""
+        name = f"mooncake_store_config_{role}.json"
+        ctx.files[posixpath.join(ctx.log_dir, name)] = _mooncake_store_json(ctx, store)
+        return posixpath.join(ctx.logs_path, name)
+
+    def visible_devices_env(self, ctx: PlanContext, cfg: EngineConfig) -> bool:
+        """Pin a partial-node worker's GPUs with the visible-devices variable (else a flag does)."""
+        return True
 
     # ------------------------------------------------------------------ units
 
@@ -208,7 +223,7 @@ class Engine:
         env = self.base_env(ctx, role, proc, mode)
         env.update({k: render(v, values) for k, v in role_cfg.env.items()})
         env.update({k: render(v, values) for k, v in recipe.environment.items()})
-        if endpoint.partial and self.sets_visible_devices:
+        if endpoint.partial and self.sets_visible_devices and self.visible_devices_env(ctx, cfg):
             env[ctx.cluster.visible_devices_env] = proc.visible_devices
         env.update(self.env(ctx, cfg, role, proc, mode))
         nodes = endpoint.nodes if self.launch_per_endpoint else (proc.node,)
@@ -225,7 +240,9 @@ class Engine:
             preamble=self.preamble(ctx, mode),
             env={**ctx.job_env(), **env},
             container=ctx.container(role_cfg.container or recipe.model.container),
-            srun=self.srun(ctx, cfg, role, endpoint),
+            srun=with_dynamo_install(ctx, self.srun(ctx, cfg, role, endpoint))
+            if mode.launch == "dynamo"
+            else self.srun(ctx, cfg, role, endpoint),
             log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}"),
             ports=ports,
             readiness=self.readiness(ctx, cfg, proc, mode),
@@ -252,6 +269,8 @@ class Engine:
         if script:
             path = posixpath.join("/configs", script) if ctx.containerized else script
             parts.append(f"bash {_q(path)}")
+        if mode.launch == "dynamo":
+            parts.append(install_preamble(ctx))
         return "\n".join(p for p in parts if p) or None
 
     def base_env(self, ctx: PlanContext, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
@@ -260,8 +279,16 @@ class Engine:
             # Workers reach the job's Mooncake master; their own address is theirs, not localhost.
             env["MOONCAKE_MASTER"] = ctx.discovery["MOONCAKE_MASTER"]
             env["MOONCAKE_LOCAL_HOSTNAME"] = ctx.address(proc.node)
+            if "MOONCAKE_METADATA" in ctx.discovery:
+                env["MOONCAKE_TE_META_DATA_SERVER"] = ctx.discovery["MOONCAKE_METADATA"]
+        own = ctx.recipe.roles[role].mooncake_store_config
+        if own is not None or ctx.mooncake_store:
+            # the master's store_config, with this role's keys over it
+            store = {**(ctx.mooncake_store or {}), **(own or {})}
+            env["MOONCAKE_CONFIG_PATH"] = self.mooncake_store_file(ctx, role, store)
         if mode.launch == "dynamo":
             env.update(dynamo_env(ctx))
+            env.setdefault("DYN_LOG", DYN_LOG_DEFAULT)
             if "sys" in proc.ports:
                 env["DYN_SYSTEM_PORT"] = str(proc.ports["sys"])
                 # Without it the worker's /health stays 503 until an engine flips
@@ -270,6 +297,23 @@ class Engine:
                 if ctx.local:
                     env["DYN_SYSTEM_HOST"] = "127.0.0.1"
         return env
+
+
+def _mooncake_store_json(ctx: PlanContext, store: Mapping[str, Any]) -> str:
+    data: dict[str, Any] = {}
+    if "MOONCAKE_MASTER" in ctx.discovery:
+        data["master_server_address"] = ctx.discovery["MOONCAKE_MASTER"]
+    if "MOONCAKE_METADATA" in ctx.discovery:
+        data["metadata_server"] = ctx.discovery["MOONCAKE_METADATA"]
+    data.update(store)  # the recipe's settings win
+    return json.dumps(data, indent=2) + "\n"
+
+
+def with_dynamo_install(ctx: PlanContext, srun: Srun) -> Srun:
+    """A Dynamo step that installs Dynamo first runs as root in its container."""
+    if install_preamble(ctx) is None:
+        return srun
+    return srun.model_copy(update={"export_env": {**srun.export_env, **REMAP_ROOT}})
 
 
 def dynamo_env(ctx: PlanContext) -> dict[str, str]:
@@ -283,12 +327,24 @@ def dynamo_env(ctx: PlanContext) -> dict[str, str]:
     if obs.enable_otel and obs.otel_endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = obs.otel_endpoint
         env["DYN_LOGGING_JSONL"] = "true"
-    env.setdefault("DYN_LOG", "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn")
+    # Dynamo's Python bindings reformat SGLang's log lines unless told not to (every engine's image).
+    env["DYN_SKIP_SGLANG_LOG_FORMATTING"] = "1"
     if ctx.local:
         # Everything is on this machine: advertise loopback, not the host's other address.
         for var in ("DYN_TCP_RPC_HOST", "DYN_EVENT_PLANE_HOST", "DYN_TCP_RESPONSE_STREAM_HOST"):
             env[var] = "127.0.0.1"
     return env
+
+
+DYN_LOG_DEFAULT = "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn"
+
+
+def dynamo_worker_flags(ctx: PlanContext, proc: Process, *, dump_config: bool = True) -> list[str]:
+    """Flags every Dynamo worker takes: its request plane, and where to write its resolved config."""
+    out = ["--request-plane", ctx.recipe.dynamo.request_plane]
+    if dump_config:
+        out += ["--dump-config-to", posixpath.join(ctx.logs_path, f"{proc.node}_config.json")]
+    return out
 
 
 def restart_of(role: RoleConfig) -> Restart:

@@ -10,7 +10,7 @@ from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import WorkerMode, engine_row, flags
 from srtd.recipe import Recipe
-from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, HTTP, Process
+from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, GRPC, HTTP, Process
 from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
 
 Launch = Literal["dynamo", "direct"]
@@ -146,7 +146,7 @@ class Frontend(Row):
             phase="frontend",
             nodes=(node,),
             argv=tuple(argv),
-            preamble=ctx.cluster.default_bash_preamble,
+            preamble=self.preamble(ctx),
             env=merged,
             container=ctx.container(image or fe.container_image or ctx.recipe.model.container),
             srun=srun or Srun(),
@@ -161,6 +161,9 @@ class Frontend(Row):
     def args(self, ctx: PlanContext) -> list[str]:
         return flags(ctx.recipe.frontend.args or {})
 
+    def preamble(self, ctx: PlanContext) -> str | None:
+        return ctx.cluster.default_bash_preamble
+
 
 def registrations(cfg: Any) -> int:
     """How many Dynamo registrations one worker of this engine makes (mocker: several per process)."""
@@ -170,6 +173,8 @@ def registrations(cfg: Any) -> int:
 
 
 def worker_url(ctx: PlanContext, proc: Process) -> str:
+    if HTTP.name not in proc.ports and GRPC.name in proc.ports:
+        return f"grpc://{ctx.address(proc.node)}:{proc.ports[GRPC.name]}"  # a gRPC-only worker
     return f"http://{ctx.address(proc.node)}:{proc.ports[HTTP.name]}"
 
 

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from srtd.context import PlanContext
-from srtd.engines import WorkerMode, dynamo_env
+from srtd.engines import (
+    MORIIO_DISCOVERY_PORT,
+    WorkerMode,
+    dynamo_env,
+    install_preamble,
+    kv_connector,
+    with_dynamo_install,
+)
 from srtd.errors import PlanError, Problem
 from srtd.frontends._base import (
     Frontend,
@@ -80,7 +87,7 @@ class _Replicated(Frontend):
         raise NotImplementedError
 
     def env(self, ctx: PlanContext) -> dict[str, str]:
-        return {}
+        return dict(ctx.recipe.environment.items())  # the recipe's job-wide variables reach every process
 
     def srun(self, ctx: PlanContext) -> Srun:
         return Srun()
@@ -134,7 +141,11 @@ class Dynamo(_Replicated):
         return {**dynamo_env(ctx), **dict(ctx.recipe.environment.items())}
 
     def srun(self, ctx: PlanContext) -> Srun:
-        return Srun(mpi="pmix")
+        return with_dynamo_install(ctx, Srun(mpi="pmix"))
+
+    def preamble(self, ctx: PlanContext) -> str | None:
+        parts = (ctx.cluster.default_bash_preamble, install_preamble(ctx))
+        return "\n".join(p for p in parts if p) or None
 
     def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
         return dynamo_gate(ctx, node, port, self.expectations(ctx))
@@ -146,6 +157,8 @@ class _StaticRouter(_Replicated):
     executable: ClassVar[tuple[str, ...]] = ()
     pd_flag: ClassVar[str] = "--pd-disaggregation"
     worker_flag: ClassVar[str] = "--worker-urls"
+    url_scheme: ClassVar[str] = "http"
+    metrics_flags: ClassVar[tuple[str, ...]] = ()  # where the router serves Prometheus metrics
 
     def bind(self, ctx: PlanContext) -> str:
         return "127.0.0.1" if ctx.local else "0.0.0.0"
@@ -153,19 +166,31 @@ class _StaticRouter(_Replicated):
     def command(self, ctx: PlanContext, port: int) -> list[str]:
         argv = [*self.executable, "--host", self.bind(ctx), "--port", str(port)]
         if ctx.recipe.disaggregated:
-            argv.append(self.pd_flag)
-            for proc in leaders(ctx, "prefill"):
-                argv += ["--prefill", worker_url(ctx, proc)]
-                extra = self.prefill_port(proc)
-                if extra is not None:
-                    argv.append(str(extra))
-            for proc in leaders(ctx, "decode"):
-                argv += ["--decode", worker_url(ctx, proc)]
+            argv += [self.pd_flag, *self.pd_workers(ctx)]
         else:
-            urls = [worker_url(ctx, p) for p in leaders(ctx, "agg")]
+            urls = [self.url(ctx, p) for p in leaders(ctx, "agg")]
             if urls:
                 argv += [self.worker_flag, *urls]
-        return argv + self.args(ctx)
+        return argv + list(self.metrics_flags) + self.own_flags(ctx) + self.args(ctx)
+
+    def url(self, ctx: PlanContext, proc: Process) -> str:
+        return worker_url(ctx, proc).replace("http://", f"{self.url_scheme}://", 1)
+
+    def pd_workers(self, ctx: PlanContext) -> list[str]:
+        """`--prefill URL [PORT]` per prefill worker, `--decode URL` per decode worker."""
+        argv: list[str] = []
+        for proc in leaders(ctx, "prefill"):
+            argv += ["--prefill", self.url(ctx, proc)]
+            extra = self.prefill_port(proc)
+            if extra is not None:
+                argv.append(str(extra))
+        for proc in leaders(ctx, "decode"):
+            argv += ["--decode", self.url(ctx, proc)]
+        return argv
+
+    def own_flags(self, ctx: PlanContext) -> list[str]:
+        """Flags this router always takes, before the recipe's `frontend.args`."""
+        return []
 
     def gate_probe(self, ctx: PlanContext, node: str, port: int) -> Any:
         return router_gate(node, port, self.expectations(ctx))
@@ -180,6 +205,7 @@ class SGLangRouter(_StaticRouter):
     description = "the SGLang model gateway in front of SGLang servers"
     engines = frozenset({"sglang"})
     executable = ("python3", "-m", "sglang_router.launch_router")
+    metrics_flags = ("--prometheus-port", "29000", "--prometheus-host", "0.0.0.0")
 
 
 @register_frontend("sgl-router")
@@ -192,8 +218,9 @@ class SglRouter(_StaticRouter):
 @register_frontend("smg")
 class SGLangModelGateway(_StaticRouter):
     description = "the SGLang model gateway binary (`smg`); command line not verified on hardware"
-    engines = frozenset({"sglang", "vllm"})
-    executable = ("smg",)
+    engines = frozenset({"sglang", "vllm", "tokenspeed"})
+    executable = ("smg", "launch")
+    metrics_flags = ("--prometheus-port", "29000")
 
 
 @register_frontend("vllm-router")
@@ -207,19 +234,45 @@ class VLLMRouter(_StaticRouter):
         # KV moves over NIXL: the router hands decode the prefill's side-channel port
         return proc.ports.get(NIXL.name)
 
+    def pd_workers(self, ctx: PlanContext) -> list[str]:
+        if any(kv_connector(ctx.recipe, role) == "moriio" for role in ("prefill", "decode")):
+            # MoRIIO workers announce themselves to the router's discovery listener
+            return ["--kv-connector", "moriio", "--vllm-discovery-address", f"0.0.0.0:{MORIIO_DISCOVERY_PORT}"]
+        return super().pd_workers(ctx)
+
+    def own_flags(self, ctx: PlanContext) -> list[str]:
+        # wait as long as srtd's own health gate before giving up on a worker
+        check = ctx.recipe.health_check
+        return ["--worker-startup-timeout-secs", str(check.max_attempts * check.interval_seconds)]
+
 
 @register_frontend("atomesh")
 class Atomesh(_StaticRouter):
     description = "the ATOM mesh router; command line not verified on hardware"
     engines = frozenset({"atom"})
-    executable = ("atomesh",)
+    executable = ("atomesh", "launch")
+
+    def own_flags(self, ctx: PlanContext) -> list[str]:
+        return ["--backend", "atom"]
+
+    def prefill_port(self, proc: Process) -> int | None:
+        return None  # ATOM's KV handshake goes through its kv-transfer-config, not the router
 
 
 @register_frontend("tilert-router")
 class TileRTRouter(_StaticRouter):
-    description = "the TileRT router; command line not verified on hardware"
+    description = "the TileRT router (vLLM prefill, TileRT decode); command line not verified on hardware"
     engines = frozenset({"tilert", "vllm"})
-    executable = ("tilert-router",)
+    executable = ("python3", "-m", "tilert.pd_vllm.pd_router")
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        argv = [*self.executable]
+        for proc in leaders(ctx, "prefill"):
+            argv += ["--vllm-url", worker_url(ctx, proc)]
+        for proc in leaders(ctx, "decode"):
+            # decode servers are addressed as host:control-port:http-port
+            argv += ["--decode", f"{ctx.address(proc.node)}:{proc.ports[NIXL.name]}:{proc.ports['http']}"]
+        return [*argv, "--host", self.bind(ctx), "--port", str(port), *self.args(ctx)]
 
 
 @register_frontend("toy-router")
@@ -315,7 +368,7 @@ class TRTLLMServe(Frontend):
             lines += [f"{k}: {v}" for k, v in fe.server_config_extra.items()]
         ctx.files[posixpath.join(ctx.log_dir, "trtllm_serve.yaml")] = "\n".join(lines) + "\n"
         node = self.home(ctx)
-        argv = ["trtllm-serve", "disaggregated", "-c", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
+        argv = ["trtllm-serve", "disaggregated", "--config", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
         ready = self.gate_readiness(ctx, HttpProbe(node=node, port=8000, path="/health"))
         unit = self.unit(
             ctx,

@@ -218,6 +218,12 @@ def _units(
             w.model_copy(update={"readiness": fplan.gate_readiness}) if w.name == fplan.gate else w for w in workers
         ]
     units += workers
+    units += [
+        u
+        for eff in services
+        if eff.start == "with_workers" and eff.external is None
+        for u in service_units(ctx, eff, containers)
+    ]
     units += fplan.units
     units += [
         u
@@ -225,7 +231,11 @@ def _units(
         if eff.start == "after_frontend" and eff.external is None
         for u in service_units(ctx, eff, containers)
     ]
-    bench = benchmark_unit(ctx, BenchmarkTarget(fplan.node, fplan.port), _bench_node(ctx))
+    service_nodes = {
+        eff.name: tuple(dict.fromkeys(i.node for i in instances(ctx, eff))) for eff in services if eff.external is None
+    }
+    target = BenchmarkTarget(fplan.node, fplan.port)
+    bench = benchmark_unit(ctx, target, _bench_node(ctx), workers, service_nodes)
     if bench is not None:
         # The benchmark needs the gate itself, not only what came after it.
         gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
@@ -295,6 +305,8 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
         if var == "MOONCAKE_MASTER":
             port = eff.kind.ports(eff.config).get("metadata", 8701)
             ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
+            store = eff.config.options.get("store_config")
+            ctx.mooncake_store = dict(store) if isinstance(store, dict) else {}
 
 
 def _service_images(recipe: Recipe, services: list[EffectiveService]) -> dict[str, str | None]:

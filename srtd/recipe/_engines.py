@@ -107,6 +107,12 @@ class MockerEngine(Section):
     """Scheduler preemption policy; unset keeps the mocker's."""
 
 
+class TokenSpeedEngine(Section):
+    """TokenSpeed workers: `python3 -m dynamo.tokenspeed` under Dynamo, or its gRPC servicer behind `smg`."""
+
+    type: Literal["tokenspeed"] = "tokenspeed"
+
+
 class AtomEngine(Section):
     """AMD ATOM workers."""
 
@@ -176,6 +182,7 @@ ENGINE_MODELS: tuple[type[Section], ...] = (
     MockerEngine,
     AtomEngine,
     TileRTEngine,
+    TokenSpeedEngine,
     CustomEngine,
     ToyEngine,
 )
@@ -190,7 +197,15 @@ def _engine_from_name(value: Any) -> Any:
 
 
 EngineConfig = Annotated[
-    SGLangEngine | VLLMEngine | TRTLLMEngine | MockerEngine | AtomEngine | TileRTEngine | CustomEngine | ToyEngine,
+    SGLangEngine
+    | VLLMEngine
+    | TRTLLMEngine
+    | MockerEngine
+    | AtomEngine
+    | TileRTEngine
+    | TokenSpeedEngine
+    | CustomEngine
+    | ToyEngine,
     Field(discriminator="type"),
 ]
 EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]

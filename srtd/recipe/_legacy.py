@@ -47,7 +47,28 @@ def replacement_for(path: str) -> str | None:
     return None
 
 
+# Newer srt-slurm fields srtd knowingly does not support yet (docs/recipe.md,
+# "Newer srt-slurm fields"): the error says so instead of suggesting a typo.
+NOT_SUPPORTED_YET: tuple[tuple[str, str], ...] = (
+    (r"reporting\.publishers", "result publishers"),
+    (r"engine\.failover\.restart(_\w+)?", "restarting failed shadow engines"),
+    (r"roles\.(prefill|decode|agg)\.engine\.failover\.restart(_\w+)?", "restarting failed shadow engines"),
+    (r"telemetry\.\w+\.(kind|gpu_labels|gpu_metrics)", "exporter kinds and GPU metric selection"),
+)
+
+
+def newer_field(path: str) -> str | None:
+    """What a newer srt-slurm field at `path` does, if srtd knowingly leaves it unsupported."""
+    for pattern, what in NOT_SUPPORTED_YET:
+        if re.fullmatch(pattern, path):
+            return what
+    return None
+
+
 def legacy_hint(path: str) -> str | None:
+    newer = newer_field(path)
+    if newer is not None:
+        return f"a newer srt-slurm field ({newer}) that srtd does not support yet; see docs/recipe.md"
     replacement = replacement_for(path)
     if replacement is None:
         return None

@@ -41,6 +41,13 @@ class LogProbe(Section):
     """Regular expression searched for in each log line."""
 
 
+class FileProbe(Section):
+    """Ready when a file exists: a service that announces itself by writing one."""
+
+    path: str
+    """Relative to the job's log directory (or absolute); `{node}` is the service's node."""
+
+
 class _ReadinessRules(Section):
     timeout_seconds: int = 120
     """How long to wait, per node, before the unit fails."""
@@ -98,9 +105,11 @@ class ServiceReadiness(_ReadinessRules):
     """HTTP GET probe."""
     log: LogProbe | None = None
     """Log-line probe."""
+    file: FileProbe | None = None
+    """File-exists probe."""
 
     def _probes(self) -> dict[str, object]:
-        return {"port": self.port, "tcp": self.tcp, "http": self.http, "log": self.log}
+        return {"port": self.port, "tcp": self.tcp, "http": self.http, "log": self.log, "file": self.file}
 
 
 class OptionalPortTcp(Section):

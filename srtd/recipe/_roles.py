@@ -94,6 +94,9 @@ class RoleConfig(Section):
     """Image for this role's workers; defaults to `model.container`."""
     kv_events: bool | AnyMap | None = None
     """`true` for the default KV-event publisher, or a mapping with `publisher` / `topic`."""
+    mooncake_store_config: AnyMap | None = None
+    """Mooncake store client settings of this role's workers (`protocol`, `global_segment_size`, ...),
+    written to a JSON file the workers find through MOONCAKE_CONFIG_PATH."""
     sidecar: bool | None = None
     """Run the native engine behind a Dynamo sidecar; every role must agree."""
     critical: bool = True

@@ -277,6 +277,8 @@ class BenchmarkConfig(Section):
     """Pass --use-chat-template."""
     reuse_http_connections: bool = False
     """Reuse one HTTP connection pool."""
+    skip_warmup: bool = False
+    """sa-bench: skip the warmup round before each concurrency."""
     command: str | None = None
     """`custom`: a shell command run with `bash -lc`, verbatim."""
     container_image: str | None = None
@@ -567,6 +569,8 @@ class ReportingStatusConfig(Section):
     """Name of the environment variable that holds the bearer token."""
     logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
     """Seconds between raw-log uploads."""
+    job_id_prefix: str | None = None
+    """Prepended to the Slurm job id in what collectors receive (several clusters, one collector)."""
 
 
 def _no_literal_secret(rules: Rules, section: Section, fields: dict[str, str]) -> None:

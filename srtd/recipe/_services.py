@@ -15,7 +15,7 @@ from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
 from srtd.recipe._probes import LivenessField, ServiceReadiness
 
 PlacementNode = Literal["head", "infra", "dedicated", "prefill", "decode", "agg", "workers", "compute", "all"]
-StartPhase = Literal["infra", "before_workers", "after_frontend"]
+StartPhase = Literal["infra", "before_workers", "with_workers", "after_frontend"]
 WORKER_PLACEMENTS = frozenset({"prefill", "decode", "agg", "workers"})
 SINGLE_NODE_PLACEMENTS = frozenset({"head", "infra", "dedicated"})
 MOVING_REVS = frozenset({"main", "master", "HEAD", "head", "trunk", "develop"})

@@ -11,6 +11,7 @@ from srtd.services._kind import Instance, ServiceKind, register_service
 from srtd.unit import HttpProbe, LogProbe, Readiness
 
 INFRA_PLACEMENTS = frozenset({"head", "infra", "dedicated"})
+LMCACHE_RPC_PORT = 8750  # vLLM's LMCache connector dials this on its own node
 
 
 @register_service("generic")
@@ -61,20 +62,12 @@ class Etcd(_DiscoveryPlane):
         listen = "127.0.0.1" if ctx.local else "0.0.0.0"
         return [
             self.binary(ctx, "/configs/etcd" if ctx.containerized else "etcd"),
-            "--name",
-            f"srtd-{svc.name}",
             "--data-dir",
             self.data_dir(ctx, svc),
             "--listen-client-urls",
             f"http://{listen}:{ports['client']}",
             "--advertise-client-urls",
             f"http://{ip}:{ports['client']}",
-            "--listen-peer-urls",
-            f"http://{ip}:{ports['peer']}",
-            "--initial-advertise-peer-urls",
-            f"http://{ip}:{ports['peer']}",
-            "--initial-cluster",
-            f"srtd-{svc.name}=http://{ip}:{ports['peer']}",
         ]
 
 
@@ -90,7 +83,10 @@ class Nats(_DiscoveryPlane):
         if svc.command:
             return list(svc.command)
         argv = [self.binary(ctx, "/configs/nats-server" if ctx.containerized else "nats-server")]
-        argv += ["-js", "-sd", self.data_dir(ctx, svc), "-p", str(self.ports(svc)["client"])]
+        argv += ["-js", "-sd", self.data_dir(ctx, svc)]
+        port = self.ports(svc)["client"]
+        if port != self.fixed_ports["client"]:
+            argv += ["-p", str(port)]  # NATS listens on 4222 unless told otherwise
         if ctx.local:
             argv += ["-a", "127.0.0.1"]
         if svc.options.get("max_payload_mb") is not None:
@@ -174,23 +170,23 @@ class LMCacheServer(ServiceKind):
     default_start = "before_workers"
     default_critical = True
     default_placement = "workers"
-    fixed_ports = {"rpc": 8750, "http": 8751}
+    fixed_ports = {"rpc": LMCACHE_RPC_PORT, "http": 8751}
 
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if svc.command:
             return list(svc.command)
         p = self.ports(svc)
-        return ["lmcache", "server", "--host", "0.0.0.0", "--port", str(p["rpc"]), "--http-port", str(p["http"])]
+        argv = ["lmcache", "server", "--host", "0.0.0.0", "--port", str(p["rpc"])]
+        return [*argv, "--http-host", "0.0.0.0", "--http-port", str(p["http"])]
 
     def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
         return Readiness(probe=HttpProbe(node=inst.node, port=self.ports(svc)["http"], path="/healthcheck"))
 
 
 class _Exporter(ServiceKind):
-    default_placement = "compute"
+    default_placement = "all"  # every node of the job, like srt-slurm
     option_keys = frozenset({"port"})
     shell = False  # distroless images: no bash to export variables with
-    inherits_discovery = False
 
 
 @register_service("dcgm-exporter")
@@ -222,7 +218,70 @@ class NodeExporter(_Exporter):
             f"--web.listen-address=:{self.ports(svc)['metrics']}",
             "--collector.disable-defaults",
             *(f"--collector.{c}" for c in collectors),
+            # memory-pressure counters only: the full vmstat set is hundreds of series per node
+            "--collector.vmstat.fields=^(oom_kill|pgpg|pswp|pgsteal|pg.*fault).*",
         ]
+
+
+@register_service("tachometer")
+class Tachometer(ServiceKind):
+    """The metrics scraper: polls every exporter and worker `/metrics` into the log directory."""
+
+    description = "the metrics scraper of observability.tachometer"
+    host_native = True
+    shell = False
+    inherits_discovery = False
+
+    @property
+    def config_name(self) -> str:
+        return "tachometer_config.toml"
+
+    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if svc.command:
+            return list(svc.command)
+        cfg = ctx.recipe.observability.tachometer
+        root = ctx.logs_path if svc.container else ctx.log_dir
+        ctx.files[posixpath.join(ctx.log_dir, self.config_name)] = _scrape_config(ctx)
+        return [
+            cfg.binary_path,
+            "--config",
+            posixpath.join(root, self.config_name),
+            "--local-dir",
+            posixpath.join(root, cfg.storage_subdir, "local"),
+            "--sync-interval",
+            str(cfg.sync_interval_secs),
+        ]
+
+    def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
+        return {"POLARS_MAX_THREADS": str(ctx.recipe.observability.tachometer.compaction_threads)}
+
+    def stop_timeout(self, ctx: PlanContext, svc: ServiceConfig) -> float:
+        # it compacts what it scraped after SIGTERM; srt-slurm gives it the same grace
+        return float(ctx.recipe.observability.tachometer.shutdown_grace_secs)
+
+
+def _scrape_config(ctx: PlanContext) -> str:
+    """The scraper's targets: the exporters on every node and each worker's metrics port."""
+    cfg = ctx.recipe.observability.tachometer
+    lines = [f"interval_ms = {int(cfg.collect_interval_ms)}", ""]
+    targets: list[tuple[str, str, str]] = []
+    for node in ctx.nodes.everything:
+        for name, port in (("dcgm", 9401), ("node", 9101), ("process", 9256)):
+            targets.append((f"{name}-{node}", node, f"http://{ctx.address(node)}:{port}/metrics"))
+    for proc in ctx.all_processes:
+        metrics = proc.ports.get("sys", proc.ports.get("http"))
+        if proc.is_leader and metrics is not None:
+            label = f"{proc.endpoint.label}-{proc.node}"
+            targets.append((label, proc.node, f"http://{ctx.address(proc.node)}:{metrics}/metrics"))
+    for name, node, url in targets:
+        lines += ["[[endpoints]]", f"name = {_toml(name)}", f"node = {_toml(node)}", f"url = {_toml(url)}", ""]
+    return "\n".join(lines)
+
+
+def _toml(text: str) -> str:
+    import json
+
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
 
 
 @register_service("process-exporter")
@@ -287,9 +346,25 @@ class Ray(ServiceKind):
                 "--dashboard-host=0.0.0.0",
                 f"--dashboard-port={p['dashboard']}",
                 f"--num-gpus={gpus}",
+                "--disable-usage-stats",
                 "--block",
             ]
-        return ["ray", "start", "--address={pool_ip}:" + str(p["gcs"]), f"--num-gpus={gpus}", "--block"]
+        worker = [
+            "ray",
+            "start",
+            "--address={pool_ip}:" + str(p["gcs"]),
+            f"--node-ip-address={ctx.address(inst.node)}",
+            f"--num-gpus={gpus}",
+            "--disable-usage-stats",
+            "--block",
+        ]
+        # A worker started before the head's GCS listens gives up at once: wait for it first
+        # (up to five minutes), then become ray itself.
+        wait = (
+            "for i in $(seq 1 60); do (exec 3<>/dev/tcp/{pool_ip}/" + str(p["gcs"]) + ") 2>/dev/null && break; "
+            'echo "ray worker: waiting for the head ($i/60)"; sleep 5; done; '
+        )
+        return ["bash", "-c", wait + "exec " + shlex.join(worker)]
 
     def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
         gpus = int(svc.options.get("num_gpus", ctx.gpus_per_node))

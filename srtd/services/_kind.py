@@ -16,7 +16,8 @@ from srtd.recipe import ServiceConfig
 from srtd.topology import Process
 from srtd.unit import Readiness
 
-PHASE_TIER = {"after_frontend": 0, "before_workers": 1, "infra": 2}
+# with_workers services (a store the workers attach to) outlive the workers like before_workers ones
+PHASE_TIER = {"after_frontend": 0, "with_workers": 1, "before_workers": 1, "infra": 2}
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,10 @@ class ServiceKind(Row):
         ports = self.ports(svc)
         port = next(iter(ports.values()), 0)
         return self.discovery_format.format(address=address, port=port)
+
+    def stop_timeout(self, ctx: PlanContext, svc: ServiceConfig) -> float:
+        """Seconds between SIGTERM and SIGKILL when the job stops."""
+        return self.terminate_timeout
 
     def skip_reason(self, ctx: PlanContext, svc: ServiceConfig) -> str | None:
         """Why this service cannot run here and is left out (with a warning), or None."""

@@ -14,6 +14,7 @@ from srtd.topology import ROLE_ORDER, Process
 from srtd.unit import (
     Condition,
     Edge,
+    FileProbe,
     HttpProbe,
     Liveness,
     LogProbe,
@@ -84,9 +85,12 @@ def instances(ctx: PlanContext, eff: EffectiveService) -> list[Instance]:
     return out
 
 
-def readiness_of(spec: ServiceReadiness, node: str) -> Readiness:
-    probe: TcpProbe | HttpProbe | LogProbe
-    if spec.port is not None:
+def readiness_of(spec: ServiceReadiness, node: str, log_dir: str = "") -> Readiness:
+    probe: TcpProbe | HttpProbe | LogProbe | FileProbe
+    if spec.file is not None:
+        path = posixpath.join(log_dir, spec.file.path.replace("{node}", node))
+        probe = FileProbe(node=node, path=path)
+    elif spec.port is not None:
         probe = TcpProbe(node=node, port=spec.port)
     elif spec.tcp is not None:
         probe = TcpProbe(node=node, port=spec.tcp.port)
@@ -178,7 +182,9 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
         preamble_parts.append(render(kind_preamble, values) if kind_preamble else None)
         preamble_parts.append(render(svc.preamble, values) if svc.preamble else None)
         preamble = "\n".join(p for p in preamble_parts if p) or None
-        readiness = readiness_of(svc.readiness, inst.node) if svc.readiness else kind.readiness(ctx, svc, inst)
+        readiness = (
+            readiness_of(svc.readiness, inst.node, ctx.log_dir) if svc.readiness else kind.readiness(ctx, svc, inst)
+        )
         if not argv:
             path = f"{eff.path}.command" if eff.position is not None else ""
             raise PlanError(Problem(f"service {eff.name!r} has no command", path=path))
@@ -186,7 +192,7 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
             Unit(
                 name=inst.unit_name,
                 kind=UnitKind.SERVICE,
-                phase=eff.start,
+                phase="workers" if eff.start == "with_workers" else eff.start,
                 nodes=(inst.node,),
                 gpus=inst.worker.gpus if inst.worker is not None and inst.worker.endpoint.partial else (),
                 argv=tuple(argv),
@@ -214,7 +220,7 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
                 critical=eff.critical,
                 terminal=svc.terminal,
                 tier=eff.tier,
-                terminate_timeout=kind.terminate_timeout,
+                terminate_timeout=kind.stop_timeout(ctx, svc),
                 group=None,
                 role=eff.placement,
                 index=inst.index,
@@ -237,7 +243,7 @@ def _source_units(ctx: PlanContext, eff: EffectiveService, node: str, image: str
     clone = Unit(
         name=f"service_{eff.name}.clone",
         kind=UnitKind.BUILD,
-        phase=eff.start,
+        phase="workers" if eff.start == "with_workers" else eff.start,
         nodes=(node,),
         argv=(
             "bash",
@@ -260,7 +266,7 @@ def _source_units(ctx: PlanContext, eff: EffectiveService, node: str, image: str
     build = Unit(
         name=f"service_{eff.name}.build",
         kind=UnitKind.BUILD,
-        phase=eff.start,
+        phase="workers" if eff.start == "with_workers" else eff.start,
         nodes=(node,),
         argv=tuple(svc.build_command),
         cwd=_source_dir(ctx, eff, in_step=True),

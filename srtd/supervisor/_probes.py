@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 
-from srtd.unit import Count, HttpProbe, LogProbe, Probe, TcpProbe, WorkerCountProbe
+from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Probe, TcpProbe, WorkerCountProbe
 
 ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
 FIRST_PROBE_DELAY = 0.05  # then doubling up to QUICK_PROBE_DELAY
@@ -58,6 +58,8 @@ def describe(probe: Probe, host: str | None = None) -> str:
     """`tcp 127.0.0.1:8000`, `http GET http://...`, `log /ready/`."""
     if isinstance(probe, LogProbe):
         return f"log /{probe.pattern}/"
+    if isinstance(probe, FileProbe):
+        return f"file {probe.path}"
     where = host or probe.node
     if isinstance(probe, TcpProbe):
         return f"tcp {where}:{probe.port}"
@@ -70,12 +72,16 @@ def describe(probe: Probe, host: str | None = None) -> str:
 
 
 async def check(
-    probe: TcpProbe | HttpProbe | WorkerCountProbe,
+    probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe,
     *,
     host: str,
     client: httpx.AsyncClient,
     timeout: float = ATTEMPT_TIMEOUT,
 ) -> ProbeResult:
+    if isinstance(probe, FileProbe):
+        # the file is on storage the supervisor shares with the node (the log directory)
+        exists = await anyio.Path(probe.path).exists()
+        return ProbeResult(exists, "file exists" if exists else "no such file yet")
     if isinstance(probe, TcpProbe):
         return await _check_tcp(host, probe.port, timeout)
     url = _url(host, probe.port, probe.path)

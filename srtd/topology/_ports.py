@@ -42,6 +42,9 @@ VLLM_SCAN = PortKind("vllm_scan", 20000, stride=50, span=50)
 MORIIO_HANDSHAKE = PortKind("moriio_handshake", 26000)
 MORIIO_NOTIFY = PortKind("moriio_notify", 27000)
 TRTLLM_DIST_INIT = PortKind("trtllm_dist_init", 29500)
+GRPC = PortKind("grpc", 10000, per_node=True)  # a worker that serves gRPC instead of HTTP
+LOAD_PUBLISH = PortKind("load_publish", 5800)  # SGLang's queued-work load publisher (`auto`)
+KV_REPLAY = PortKind("kv_replay", 5900)  # SGLang's KV-event replay endpoint (`auto`)
 
 PORT_KINDS: dict[str, PortKind] = {
     k.name: k
@@ -60,6 +63,9 @@ PORT_KINDS: dict[str, PortKind] = {
         MORIIO_HANDSHAKE,
         MORIIO_NOTIFY,
         TRTLLM_DIST_INIT,
+        GRPC,
+        LOAD_PUBLISH,
+        KV_REPLAY,
     )
 }
 

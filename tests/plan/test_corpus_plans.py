@@ -33,20 +33,21 @@ REFUSED = {
     "features/profiling-vllm.yaml",
     "features/result-publishers.yaml",
     "features/services.yaml",
-    "features/status-reporting.yaml",
     "features/vllm-failover.yaml",
     "mocker/dynamo-agg.yaml",
     "sglang/dynamo-agg.yaml",
     "sglang/sglang-router-agg.yaml",
     "trtllm/dynamo-agg.yaml",
-    "trtllm/dynamo-disagg-mooncake.yaml",
     "trtllm/dynamo-disagg.yaml",
-    "trtllm/dynamo-mooncake.yaml",
-    "trtllm/trtllm-serve-disagg-mooncake.yaml",
-    "trtllm/trtllm-serve-mooncake.yaml",
     "vllm/dynamo-agg.yaml",
     "vllm/vllm-direct-agg.yaml",
     "vllm/vllm-router-agg.yaml",
+}
+
+# Loaded, but refused by the plan checks for a newer srt-slurm service srtd does not support yet.
+NOT_YET = {
+    "trtllm/dynamo-mooncake.yaml",  # type: mooncake-donor
+    "trtllm/trtllm-serve-mooncake.yaml",
 }
 
 # Recipes one machine cannot hold, and why (the plan error, in full).
@@ -97,7 +98,7 @@ def plan_of(key: str, variant: str | None, local: bool) -> Plan:
 
 
 def plannable() -> list[str]:
-    return [f"corpus:{p}" for p in corpus_v2() if p not in REFUSED] + own_recipes()
+    return [f"corpus:{p}" for p in corpus_v2() if p not in REFUSED | NOT_YET] + own_recipes()
 
 
 def test_the_corpus_is_as_expected() -> None:
@@ -109,6 +110,10 @@ def test_the_corpus_is_as_expected() -> None:
         if path in REFUSED:
             with pytest.raises(RecipeError):
                 load_recipes(CORPUS / "srt-slurm/examples" / path)
+        if path in NOT_YET:
+            problems = [p for r in load_recipes(CORPUS / "srt-slurm/examples" / path) for p in check_recipe(r)]
+            assert problems
+            assert all("does not support yet" in p.message for p in problems)
 
 
 @pytest.mark.parametrize("key", plannable())
@@ -229,7 +234,9 @@ def test_the_invariant_checks_catch_what_they_claim() -> None:
 def test_global_port_kinds_are_the_table_rows_without_per_node() -> None:
     assert sorted(GLOBAL_KINDS) == [
         "kv_events",
+        "kv_replay",
         "kvbm_zmq",
+        "load_publish",
         "moriio_handshake",
         "moriio_notify",
         "nccl",

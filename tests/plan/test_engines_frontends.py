@@ -119,10 +119,19 @@ def test_sglang_under_dynamo() -> None:
         "dynamo.sglang",
         "--model-path",
         "/model",
+        "--served-model-name",
+        "m",
+        "--host",
+        "0.0.0.0",
         "--port",
         "6132",
         "--nccl-port",
         "17501",
+        "--enable-metrics",
+        "--request-plane",
+        "tcp",
+        "--dump-config-to",
+        "/logs/node1_config.json",
         "--disaggregation-mode",
         "prefill",
         "--disaggregation-bootstrap-port",
@@ -138,10 +147,19 @@ def test_sglang_under_dynamo() -> None:
         "dynamo.sglang",
         "--model-path",
         "/model",
+        "--served-model-name",
+        "m",
+        "--host",
+        "0.0.0.0",
         "--port",
         "6100",
         "--nccl-port",
         "17502",
+        "--enable-metrics",
+        "--request-plane",
+        "tcp",
+        "--dump-config-to",
+        "/logs/node2_config.json",
         "--disaggregation-mode",
         "decode",
         "--tensor-parallel-size",
@@ -153,12 +171,12 @@ def test_sglang_under_dynamo() -> None:
         ("HEAD_NODE_IP", "node1"),
         ("ETCD_ENDPOINTS", "http://node1:2379"),
         ("DYN_REQUEST_PLANE", "tcp"),
+        ("DYN_SKIP_SGLANG_LOG_FORMATTING", "1"),
         ("DYN_LOG", "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn"),
         ("DYN_SYSTEM_PORT", "7502"),
         ("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", '["generate"]'),
         ("SGLANG_CUDA_COREDUMP_BEFORE_CRASH", "0"),
         ("SGLANG_PYSPY_DUMP_BEFORE_CRASH", "0"),
-        ("DYN_SKIP_SGLANG_LOG_FORMATTING", "1"),
     ]
     # a Dynamo worker is healthy when its system port says so
     assert decode.readiness is not None
@@ -174,21 +192,27 @@ def test_sglang_under_dynamo() -> None:
 def test_sglang_direct_behind_the_sglang_router() -> None:
     p = plan(SGLANG_PD.format(frontend="sglang-router"))
     prefill = p.unit("prefill_0_node1")
-    assert prefill.argv[:14] == (
+    assert prefill.argv[:19] == (
         "python3",
         "-m",
         "sglang.launch_server",
         "--model-path",
         "/model",
+        "--served-model-name",
+        "m",
         "--host",
         "0.0.0.0",
         "--port",
         "6100",
         "--nccl-port",
         "17500",
+        "--enable-metrics",
         "--disaggregation-mode",
         "prefill",
+        # behind a router: no lone warmup request
+        "--skip-server-warmup",
         "--disaggregation-bootstrap-port",
+        "7200",
     )
     assert not any(k.startswith("DYN_") or k == "ETCD_ENDPOINTS" for k in prefill.env)
     assert prefill.readiness is not None
@@ -211,6 +235,10 @@ def test_sglang_direct_behind_the_sglang_router() -> None:
         "7201",
         "--decode",
         "http://node2:6100",
+        "--prometheus-port",
+        "29000",
+        "--prometheus-host",
+        "0.0.0.0",
     )
     assert router.srun.mpi is None
     assert (router.terminate_timeout, router.log) == (20.0, "node1_frontend_0.out")
@@ -234,6 +262,10 @@ frontend: {type: sglang-router, enable_multiple_frontends: false, args: {policy:
         "--worker-urls",
         "http://10.0.0.1:6100",
         "http://10.0.0.2:6100",
+        "--prometheus-port",
+        "29000",
+        "--prometheus-host",
+        "0.0.0.0",
         "--policy",
         "cache_aware",
         "--log-level",
@@ -271,10 +303,18 @@ frontend: {type: dynamo, enable_multiple_frontends: false}
         "dynamo.vllm",
         "--model",
         "/model",
+        "--served-model-name",
+        "m",
         "--disaggregation-mode",
         "prefill",
         "--kv-transfer-config",
-        '{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+        '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}',
+        "--device-ids",
+        "0,1,2,3,4,5,6,7",
+        "--request-plane",
+        "tcp",
+        "--dump-config-to",
+        "/logs/node1_config.json",
         "--tensor-parallel-size",
         "8",
     )
@@ -285,10 +325,18 @@ frontend: {type: dynamo, enable_multiple_frontends: false}
         "dynamo.vllm",
         "--model",
         "/model",
+        "--served-model-name",
+        "m",
         "--disaggregation-mode",
         "decode",
         "--kv-transfer-config",
-        '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}',
+        '{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}',
+        "--device-ids",
+        "0,1,2,3,4,5,6,7",
+        "--request-plane",
+        "tcp",
+        "--dump-config-to",
+        "/logs/node2_config.json",
         "--tensor-parallel-size",
         "8",
     )
@@ -316,9 +364,15 @@ frontend: {type: vllm-router, enable_multiple_frontends: false}
         "0.0.0.0",
         "--port",
         "6132",
+        "--served-model-name",
+        "m",
+        # vLLM picks its GPU by flag, not by CUDA_VISIBLE_DEVICES (unless engine.set_visible_devices)
+        "--device-ids",
+        "4,5,6,7",
         "--max-model-len",
         "4096",
     )
+    assert "CUDA_VISIBLE_DEVICES" not in p.unit("agg_1_node1").env
     assert p.unit("frontend_0").argv == (
         "vllm-router",
         "--host",
@@ -328,6 +382,8 @@ frontend: {type: vllm-router, enable_multiple_frontends: false}
         "--worker-urls",
         "http://node1:6100",
         "http://node1:6132",
+        "--worker-startup-timeout-secs",
+        "1800",
     )
 
 
@@ -386,13 +442,18 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
         "/model",
         "--served-model-name",
         "org/model",
-        "--extra-engine-args",
-        "/logs/trtllm_decode.yaml",
         "--disaggregation-mode",
         "decode",
+        "--extra-engine-args",
+        "/logs/trtllm_config_decode.yaml",
+        "--request-plane",
+        "tcp",
         "--publish-metrics",
     )
-    assert p.files["outputs/local/logs/trtllm_prefill.yaml"] == (
+    # the endpoint's ranks meet at its first node; each endpoint its own port and EPLB segment
+    assert (decode.env["MASTER_ADDR"], decode.env["MASTER_PORT"]) == ("node2", "29501")
+    assert decode.env["TRTLLM_EPLB_SHM_NAME"] == "srtd_eplb_local_decode_0"
+    assert p.files["outputs/local/logs/trtllm_config_prefill.yaml"] == (
         "tensor_parallel_size: 4\nkv_cache_config:\n  dtype: fp8\n"
     )
     assert decode.fatal_patterns == (
@@ -402,7 +463,7 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
     )
     assert decode.readiness is not None
     assert decode.readiness.probe == TcpProbe(node="node2", port=decode.ports["sys"])
-    assert "CUDA_VISIBLE_DEVICES" not in p.unit("prefill_0_node1").env
+    assert "CUDA_VISIBLE_DEVICES" not in p.unit("prefill_0_node1").env  # a whole node: no pinning
 
 
 def test_trtllm_fatal_pattern_matches_only_a_failing_rank() -> None:
@@ -576,13 +637,13 @@ def test_mocker_flags_are_dynamo_1_6_1_flags() -> None:
         ("--model-path", "/model"),
         ("--model-name", "m"),  # the checkpoint directory's name on the host
         ("--engine-type", "sglang"),
-        ("--speedup-ratio", "10"),
-        ("--decode-speedup-ratio", "2"),
+        ("--speedup-ratio", "10.0"),
+        ("--decode-speedup-ratio", "2.0"),
+        ("--data-parallel-size", "2"),
         ("--num-gpu-blocks-override", "16384"),
         ("--max-num-seqs", "256"),
         ("--max-num-batched-tokens", "8192"),
         ("--block-size", "64"),
-        ("--data-parallel-size", "2"),
         ("--startup-time", "1.5"),
         ("--kv-transfer-bandwidth", "64"),
         ("--kv-cache-dtype", "fp8"),
@@ -601,7 +662,8 @@ def test_mocker_flags_are_dynamo_1_6_1_flags() -> None:
         ("--model-path", "/model"),
         ("--model-name", "m"),  # the checkpoint directory's name on the host
         ("--engine-type", "vllm"),
-        ("--speedup-ratio", "100"),
+        ("--speedup-ratio", "100.0"),  # printed as srtctl prints it
+        ("--data-parallel-size", "1"),
         ("--num-gpu-blocks-override", "16384"),
         ("--max-num-seqs", "256"),
         ("--max-num-batched-tokens", "8192"),
@@ -831,7 +893,7 @@ frontend: {type: trtllm_serve}
     p = plan(body)
     assert p.gate == "trtllm_serve_orchestrator"
     orch = p.unit("trtllm_serve_orchestrator")
-    assert orch.argv == ("trtllm-serve", "disaggregated", "-c", "/logs/trtllm_serve.yaml")
+    assert orch.argv == ("trtllm-serve", "disaggregated", "--config", "/logs/trtllm_serve.yaml")
     assert orch.readiness is not None
     assert orch.readiness.probe == HttpProbe(node="node1", port=8000, path="/health")
     assert p.files["outputs/local/logs/trtllm_serve.yaml"] == (

@@ -10,7 +10,7 @@ import pytest
 
 from srtd.cluster import Cluster
 from srtd.errors import PlanError
-from srtd.unit import Condition, LogProbe, TcpProbe, UnitKind
+from srtd.unit import Condition, FileProbe, LogProbe, TcpProbe, UnitKind
 from tests.plan._util import HEAD, after, check_problems, load_problems, names, plan, plan_error
 
 # Tachometer on (the default): the implied exporters are in the plan.
@@ -64,20 +64,12 @@ def test_dynamo_frontend_implies_etcd_on_the_infra_node_and_nothing_else() -> No
     assert etcd.readiness.timeout_seconds == 300
     assert etcd.argv == (
         "/configs/etcd",
-        "--name",
-        "srtd-etcd",
         "--data-dir",
         "/tmp/etcd",
         "--listen-client-urls",
         "http://0.0.0.0:2379",
         "--advertise-client-urls",
         "http://node1:2379",
-        "--listen-peer-urls",
-        "http://node1:2380",
-        "--initial-advertise-peer-urls",
-        "http://node1:2380",
-        "--initial-cluster",
-        "srtd-etcd=http://node1:2380",
     )
     assert etcd.preamble == "rm -rf /tmp/etcd"
     # etcd itself never gets the discovery env
@@ -99,7 +91,7 @@ def test_nats_only_with_a_nats_plane(plane: str) -> None:
     assert services(p) == ["service_etcd", "service_nats"]
     nats = p.unit("service_nats")
     assert nats.implied_by == "dynamo.request_plane / event_plane: nats"
-    assert nats.argv == ("/configs/nats-server", "-js", "-sd", "/tmp/nats", "-p", "4222")
+    assert nats.argv == ("/configs/nats-server", "-js", "-sd", "/tmp/nats")  # 4222 is its default
     assert (nats.nodes, nats.phase, nats.tier) == (("node1",), "infra", 2)
     assert p.unit("agg_1_node2").env["NATS_SERVER"] == "nats://node1:4222"
     assert p.unit("frontend_0").env["NATS_SERVER"] == "nats://node1:4222"
@@ -113,6 +105,7 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
         "service_dcgm-exporter_node2",
         "service_node-exporter_node1",
         "service_node-exporter_node2",
+        "service_tachometer",
     ]
     dcgm = p.unit("service_dcgm-exporter_node2")
     assert dcgm.implied_by == "the metrics scraper (observability.tachometer)"
@@ -122,10 +115,26 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
     assert dcgm.container.image == "nvcr.io#nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
     # shell-less image: no wrapper, the env travels through srun --export
     assert dcgm.srun.shell is False
-    assert dcgm.srun.export_env == {}
+    assert dcgm.srun.export_env == {"ETCD_ENDPOINTS": "http://node1:2379"}
     node = p.unit("service_node-exporter_node1")
     assert node.argv[:3] == ("/bin/node_exporter", "--web.listen-address=:9101", "--collector.disable-defaults")
+    assert node.argv[-1] == "--collector.vmstat.fields=^(oom_kill|pgpg|pswp|pgsteal|pg.*fault).*"
     assert node.ports == {"metrics": 9101}
+    scraper = p.unit("service_tachometer")
+    assert scraper.implied_by == "observability.tachometer"
+    assert scraper.argv == (
+        "tachometer-scraper",
+        "--config",
+        "outputs/local/logs/tachometer_config.toml",
+        "--local-dir",
+        "outputs/local/logs/tachometer/local",
+        "--sync-interval",
+        "120",
+    )
+    assert (scraper.nodes, scraper.container, scraper.srun.shell) == (("node1",), None, False)
+    assert scraper.srun.export_env == {"POLARS_MAX_THREADS": "4"}
+    assert scraper.terminate_timeout == 120.0  # it compacts its data after SIGTERM
+    assert 'url = "http://node2:9101/metrics"' in p.files["outputs/local/logs/tachometer_config.toml"]
     assert p.warnings == (
         "service 'process-exporter' is left out: no binary: set `binaries.process-exporter` in the cluster "
         "settings or `options.binary`",
@@ -158,21 +167,26 @@ def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_know
 
 def test_power_telemetry_drops_the_implied_dcgm_exporter() -> None:
     p = plan(DYNAMO_2 + "telemetry: {enabled: true}\n", head=HEAD_TACH)
-    assert services(p) == ["service_etcd", "service_node-exporter_node1", "service_node-exporter_node2"]
+    assert services(p) == [
+        "service_etcd",
+        "service_node-exporter_node1",
+        "service_node-exporter_node2",
+        "service_tachometer",
+    ]
 
 
 def test_tachometer_off_drops_every_exporter() -> None:
     p = plan(DYNAMO_2, Cluster(binaries={"process-exporter": "/x"}))  # HEAD switches tachometer off
     assert services(p) == ["service_etcd"]
     p = plan(DYNAMO_2 + "observability: {tachometer: {default_exporters: false}}\n", head=HEAD_TACH)
-    assert services(p) == ["service_etcd"]
+    assert services(p) == ["service_etcd", "service_tachometer"]  # the scraper stays, its exporters go
 
 
 def test_local_mode_drops_the_exporters() -> None:
     p = plan(DYNAMO_2, Cluster(binaries={"process-exporter": "/x"}), head=HEAD_TACH, local=True)
     assert services(p) == ["service_etcd"]
     etcd = p.unit("service_etcd")
-    assert etcd.argv[:5] == ("etcd", "--name", "srtd-etcd", "--data-dir", "outputs/local/logs/services/etcd/data")
+    assert etcd.argv[:3] == ("etcd", "--data-dir", "outputs/local/logs/services/etcd/data")
     assert "http://127.0.0.1:2379" in etcd.argv
     assert etcd.container is None
 
@@ -197,6 +211,7 @@ services:
         "service_dcgm-exporter_node2",
         "service_node-exporter_node1",
         "service_node-exporter_node2",
+        "service_tachometer",
         "service_sidecar",
     ]
     node = p.unit("service_node-exporter_node2")
@@ -210,7 +225,12 @@ services:
 def test_enabled_false_drops_an_implied_service() -> None:
     body = DYNAMO_2 + "services:\n  - {name: node-exporter, type: node-exporter, enabled: false}\n"
     p = plan(body, head=HEAD_TACH)
-    assert services(p) == ["service_etcd", "service_dcgm-exporter_node1", "service_dcgm-exporter_node2"]
+    assert services(p) == [
+        "service_etcd",
+        "service_dcgm-exporter_node1",
+        "service_dcgm-exporter_node2",
+        "service_tachometer",
+    ]
     p = plan(DYNAMO_2 + "services:\n  - {name: etcd, type: etcd, enabled: false}\n")
     assert services(p) == []
     assert "ETCD_ENDPOINTS" not in p.unit("agg_0_node1").env
@@ -700,7 +720,7 @@ VALIDATION: dict[str, tuple[str, str, list[tuple[int, str, str]]]] = {
                 12,
                 "services.0.type",
                 "unknown service type 'redis'; known: dcgm-exporter, etcd, generic, gms, lmcache-server, "
-                "mooncake-master, mooncake-store, nats, node-exporter, process-exporter, ray",
+                "mooncake-master, mooncake-store, nats, node-exporter, process-exporter, ray, tachometer",
             )
         ],
     ),
@@ -744,7 +764,13 @@ VALIDATION: dict[str, tuple[str, str, list[tuple[int, str, str]]]] = {
     "start outside its vocabulary": (
         "services:\n  - name: a\n    command: [x]\n    start: early\n",
         "load",
-        [(13, "services.0.start", "must be 'infra', 'before_workers' or 'after_frontend', got 'early'")],
+        [
+            (
+                13,
+                "services.0.start",
+                "must be 'infra', 'before_workers', 'with_workers' or 'after_frontend', got 'early'",
+            )
+        ],
     ),
     "per outside its vocabulary": (
         "services:\n  - name: a\n    command: [x]\n    placement: {node: agg, per: gpu}\n",
@@ -938,12 +964,12 @@ VALIDATION: dict[str, tuple[str, str, list[tuple[int, str, str]]]] = {
     "two probes": (
         "services:\n  - name: a\n    command: [x]\n    readiness: {port: 9000, log: {pattern: up}}\n",
         "load",
-        [(13, "services.0.readiness", "name exactly one probe (port / tcp / http / log); found port, log")],
+        [(13, "services.0.readiness", "name exactly one probe (port / tcp / http / log / file); found port, log")],
     ),
     "no probe": (
         "services:\n  - name: a\n    command: [x]\n    readiness: {timeout_seconds: 5}\n",
         "load",
-        [(13, "services.0.readiness", "name exactly one probe (port / tcp / http / log); found none")],
+        [(13, "services.0.readiness", "name exactly one probe (port / tcp / http / log / file); found none")],
     ),
     "probe port out of range": (
         "services:\n  - name: a\n    command: [x]\n    readiness: {tcp: {port: 70000}}\n",
@@ -1078,3 +1104,38 @@ def test_an_after_entry_naming_a_service_left_out_says_so() -> None:
         "service 'a' waits for 'process-exporter', which is left out of this plan (see the warnings)"
     )
     assert info.value.problems[0].path == "services.0.after.0"
+
+
+# --------------------------------------------------------------------------- newer upstream fields
+
+
+def test_with_workers_starts_beside_the_workers_and_is_stopped_after_them() -> None:
+    body = DYNAMO_2 + (
+        "services:\n"
+        "  - name: store\n"
+        "    command: [store-server]\n"
+        "    start: with_workers\n"
+        "    placement: {node: workers}\n"
+        "    readiness: {file: {path: 'store/{node}.ready'}, timeout_seconds: 900}\n"
+    )
+    p = plan(body)
+    store = p.unit("service_store_node2")
+    assert (store.phase, store.tier) == ("workers", 1)
+    # it waits for what the workers wait for, and the frontend only for it to start
+    assert after(p, "service_store_node2") == after(p, "agg_0_node1")
+    assert ("service_store_node2", Condition.STARTED) in after(p, "frontend_0")
+    assert store.readiness is not None
+    assert store.readiness.probe == FileProbe(node="node2", path="outputs/local/logs/store/node2.ready")
+    assert store.readiness.timeout_seconds == 900
+
+
+def test_a_newer_upstream_service_type_is_named_as_not_supported_yet() -> None:
+    body = AGG + "services:\n  - {name: donor, type: mooncake-donor}\n"
+    assert check_problems(body) == [
+        (
+            11,
+            "services.0.type",
+            "'mooncake-donor' (a TRT-LLM Mooncake store donor) is a newer srt-slurm service type that srtd "
+            "does not support yet; see docs/recipe.md",
+        )
+    ]

@@ -352,13 +352,13 @@ def test_v1_engine_set_cuda_visible_devices() -> None:
 
 def test_unknown_engine_name() -> None:
     text = sub("engine: sglang\n", "engine: sglangx\n")
-    message = "unknown type 'sglangx'; known: sglang, vllm, trtllm, mocker, atom, tilert, custom, toy"
+    message = "unknown type 'sglangx'; known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
     assert problems(text) == [(9, 9, "engine.type", message)]
 
 
 def test_unknown_engine_type_in_a_mapping() -> None:
     text = sub("engine: sglang\n", "engine:\n  type: foo\n")
-    message = "unknown type 'foo'; known: sglang, vllm, trtllm, mocker, atom, tilert, custom, toy"
+    message = "unknown type 'foo'; known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
     assert problems(text) == [(10, 9, "engine.type", message)]
 
 
@@ -653,13 +653,13 @@ def test_source_with_a_multi_node_placement() -> None:
 
 def test_readiness_with_two_probes() -> None:
     text = WITH_SERVICE + "    readiness:\n      port: 80\n      http:\n        port: 81\n"
-    message = "name exactly one probe (port / tcp / http / log); found port, http"
+    message = "name exactly one probe (port / tcp / http / log / file); found port, http"
     assert problems(text) == [(20, 5, "services.0.readiness", message)]
 
 
 def test_readiness_with_no_probe() -> None:
     text = WITH_SERVICE + "    readiness:\n      timeout_seconds: 10\n"
-    message = "name exactly one probe (port / tcp / http / log); found none"
+    message = "name exactly one probe (port / tcp / http / log / file); found none"
     assert problems(text) == [(20, 5, "services.0.readiness", message)]
 
 
@@ -688,7 +688,7 @@ def test_readiness_bad_log_regex() -> None:
 
 def test_service_start_outside_its_vocabulary() -> None:
     text = WITH_SERVICE + "    start: later\n"
-    message = "must be 'infra', 'before_workers' or 'after_frontend', got 'later'"
+    message = "must be 'infra', 'before_workers', 'with_workers' or 'after_frontend', got 'later'"
     assert problems(text) == [(20, 12, "services.0.start", message)]
 
 

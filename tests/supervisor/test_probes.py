@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from srtd.supervisor import check, count, evaluate_workers
-from srtd.unit import Count, HttpProbe, TcpProbe, WorkerCountProbe
+from srtd.unit import Count, FileProbe, HttpProbe, TcpProbe, WorkerCountProbe
 from tests.supervisor.helpers import free_port
 
 DYNAMO = {
@@ -118,3 +118,16 @@ async def test_tcp_probe_against_a_real_socket() -> None:
     assert not refused.ok
     assert "refused" in refused.detail.lower()
     assert accepted.ok
+
+
+@pytest.mark.anyio
+async def test_file_probe_passes_once_the_file_exists(tmp_path: Any) -> None:
+    marker = tmp_path / "store" / "node1.ready"
+    probe = FileProbe(node="node1", path=str(marker))
+    async with httpx.AsyncClient() as client:
+        before = await check(probe, host="127.0.0.1", client=client)
+        marker.parent.mkdir()
+        marker.write_text("")
+        after = await check(probe, host="127.0.0.1", client=client)
+    assert (before.ok, before.detail) == (False, "no such file yet")
+    assert (after.ok, after.detail) == (True, "file exists")

@@ -1,0 +1,89 @@
+"""Print how closely srtd's plans match srtctl's launch snapshots, per example.
+
+    .venv/bin/python scripts/fidelity.py            # the table
+    .venv/bin/python scripts/fidelity.py -v NAME    # and every difference of the examples matching NAME
+    .venv/bin/python scripts/fidelity.py -u         # only differences the allow-list does not explain
+
+Three views of the `--flag value` pairs and environment variables of matched steps:
+`all` counts every flag and variable either side has (srtd's own additions count
+against it); `kept` is the share of srtctl's own that srtd sets identically; `on
+purpose` also counts the allow-listed differences as agreeing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fidelity._allowed import ALLOWED
+from tests.fidelity._compare import LAUNCH, Outcome, agreement, compare, pairs, percent, unexplained
+
+NOT_YET = "does not support yet"
+FIELDS = (
+    *("matched", "steps", "flags_agree", "flags", "env_agree", "env"),
+    *("upstream_flags_kept", "upstream_flags", "upstream_env_kept", "upstream_env"),
+)
+
+
+def _row(name: str, c: dict[str, float], bad: int | str) -> str:
+    return (
+        f"{name:44} {int(c['matched']):>4}/{int(c['steps']):<4}"
+        f" {percent(int(c['flags_agree']), int(c['flags'])):5.1f} {percent(int(c['env_agree']), int(c['env'])):5.1f}"
+        f"  {percent(int(c['upstream_flags_kept']), int(c['upstream_flags'])):5.1f}"
+        f" {percent(int(c['upstream_env_kept']), int(c['upstream_env'])):5.1f}"
+        f"  {percent(round(c['flags_ok']), int(c['flags'])):5.1f} {percent(round(c['env_ok']), int(c['env'])):5.1f}"
+        f"  {bad:>5}"
+    )
+
+
+def _counts(out: Outcome) -> dict[str, float]:
+    c: dict[str, float] = {f: getattr(out, f) for f in FIELDS}
+    flags_ok, env_ok = agreement(out, ALLOWED)
+    c["flags_ok"] = flags_ok * out.flags / 100
+    c["env_ok"] = env_ok * out.env / 100
+    return c
+
+
+def main(argv: list[str]) -> int:
+    verbose = "-v" in argv
+    only_unexplained = "-u" in argv
+    selected = [a for a in argv if not a.startswith("-")]
+    if not LAUNCH.is_dir():
+        print(f"no launch snapshots at {LAUNCH} (set SRTD_TEST_SHARED)")
+        return 0
+    totals: dict[str, float] = {}
+    failing = not_yet = 0
+    print(f"{'':44} {'steps':>9}  {'all %':>11}  {'kept %':>11}  {'on purpose %':>11}")
+    views = "  ".join(f"{'flags':>5} {'env':>5}" for _ in range(3))
+    print(f"{'example':44} {'matched':>9}  {views}  unexpl")
+    for name in pairs():
+        if selected and not any(s in name for s in selected):
+            continue
+        out = compare(name)
+        if out.error:
+            lines = [line for line in out.error.splitlines() if line.strip()]
+            if all(NOT_YET in line for line in lines):
+                not_yet += 1
+                print(f"{name:44} not supported yet: {lines[0].split(': ', 2)[-1][:80]}")
+            else:
+                failing += 1
+                print(f"{name:44} does not plan: {lines[0][:100]}")
+            continue
+        bad = unexplained(out, ALLOWED)
+        failing += bool(bad)
+        counts = _counts(out)
+        for key, value in counts.items():
+            totals[key] = totals.get(key, 0) + value
+        print(_row(name, counts, len(bad)))
+        if verbose or only_unexplained:
+            for d in bad if only_unexplained else out.diffs:
+                print("    " + d.line())
+    print(_row("TOTAL", totals, ""))
+    print(f"examples with unexplained differences: {failing}; refused for newer upstream fields: {not_yet}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,56 @@
+"""sa-bench: srt-slurm's throughput/latency script, called with its 19 positional arguments."""
+
+from __future__ import annotations
+
+from srtd.benchmarks._rows import BenchmarkTarget, Script, register_benchmark, served_name
+from srtd.context import PlanContext
+
+
+def _text(value: object, default: str = "") -> str:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "x".join(str(v) for v in value)
+    return str(value)
+
+
+@register_benchmark("sa-bench")
+class SaBench(Script):
+    """`bench.sh ENDPOINT ISL OSL CONCURRENCIES RATE TOKENIZER MODEL DISAGG TOTAL_GPUS PREFILL_GPUS
+    DECODE_GPUS RANGE_RATIO PROMPTS_MULT WARMUP_MULT NUM_REQUESTS CHAT_TEMPLATE DATASET DATASET_PATH
+    SKIP_WARMUP` (the order srt-slurm's script reads them in)."""
+
+    def args(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        bench = ctx.recipe.benchmark
+        # The client runs beside the frontend (srt-slurm always sends to localhost).
+        endpoint = f"http://localhost:{target.port or 8000}"
+        gpus = {role: sum(e.gpu_count for e in ctx.endpoints.get(role, [])) for role in ("prefill", "decode")}
+        disaggregated = ctx.recipe.disaggregated
+        if disaggregated:
+            total = gpus["prefill"] + gpus["decode"]
+        else:
+            total = max(len(ctx.nodes.roles.get("agg", ())), 1) * ctx.gpus_per_node
+            gpus = {"prefill": 0, "decode": 0}
+        return [
+            endpoint,
+            _text(bench.isl),
+            _text(bench.osl),
+            _text(bench.concurrencies),
+            _text(bench.req_rate, "inf") or "inf",
+            ctx.model_path,
+            served_name(ctx),
+            _text(disaggregated),
+            str(total),
+            str(gpus["prefill"]),
+            str(gpus["decode"]),
+            _text(bench.random_range_ratio, "0.8"),
+            _text(bench.num_prompts_mult, "10"),
+            _text(bench.num_warmup_mult, "2"),
+            _text(bench.num_requests),
+            _text(bench.use_chat_template),
+            bench.dataset_name or "random",
+            bench.dataset_path or "",
+            _text(bench.skip_warmup),
+        ]
