@@ -183,6 +183,7 @@ def benchmark_unit(ctx: PlanContext, target: BenchmarkTarget, node: str) -> Unit
         container=container,
         srun=Srun(options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}),
         log=ctx.log("benchmark"),
+        echo=bench.stream_output,
         critical=False,
         terminal=True,
         tier=0,
