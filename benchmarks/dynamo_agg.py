@@ -1,7 +1,10 @@
 """The local agg run of the real Dynamo stack, timed: `srtd run recipes/local/dynamo-agg.yaml`.
 
     nox -s dynamo                      # once: prepares .nox/dynamo-stack
-    python benchmarks/dynamo_agg.py [--runs 3] [--stack .nox/dynamo-stack]
+    python benchmarks/dynamo_agg.py [--runs 3] [--stack .nox/dynamo-stack] [--shared-network]
+
+As root it moves into a network namespace of its own first (`unshare -n`), so the
+recipe's fixed ports collide with nothing else on the machine.
 
 Per run, from the journal, the frontend's log and srtd's own process times:
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,6 +56,12 @@ def stack_env(stack: Path, home: Path) -> dict[str, str]:
     env["SRTD_BINARIES"] = json.dumps(settings)
     env["HOME"] = str(home)  # the frontend's model-card cache
     return env
+
+
+def private_network() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
 def first_registered(proc: subprocess.Popen[str], workers: int) -> float | None:
@@ -105,7 +115,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stack", type=Path, default=REPO / ".nox" / "dynamo-stack")
+    parser.add_argument("--shared-network", action="store_true", help="Do not move into a network namespace.")
     args = parser.parse_args()
+    if not args.shared_network and private_network():
+        # The recipe's ports are fixed (etcd 2379, the frontend 8000): in a network namespace
+        # of its own (root only) nothing else on the machine can hold them.
+        reexec = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--shared-network"]
+        os.execvp("unshare", ["unshare", "-n", "--", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *reexec])
     runs = [one_run(args.stack.resolve(), workers=2) for _ in range(args.runs)]
     for key, label in (
         ("all_ready_s", "all ready"),
