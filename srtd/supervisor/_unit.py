@@ -277,7 +277,7 @@ class UnitRunner:
             return  # a line of an earlier attempt's file
         text = line.text
         if self.unit.echo:
-            self.job.console.output(self.name, text)
+            self.port.echo(self.name, text)
         if self.log_ready is not None and not self.ready_now and self.log_ready.search(text):
             self._mark_ready()
         for pattern in self.fatal:
