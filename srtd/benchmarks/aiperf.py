@@ -33,6 +33,8 @@ _TAIL_LINES = 20
 
 @dataclass(frozen=True)
 class Settings:
+    """The command line, once parsed: what every aiperf run shares."""
+
     aiperf: tuple[str, ...]
     url: str
     model: str
