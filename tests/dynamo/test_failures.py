@@ -42,7 +42,7 @@ def test_a_killed_mocker_is_restarted_registers_again_and_the_job_succeeds(tmp_p
         AGG,
         tmp_path / "restart.yaml",
         roles={"agg": {"restart": {"policy": "on-failure", "backoff_seconds": 1}}},
-        benchmark={**SLOW_BENCH, "num_requests": 80},
+        benchmark={**SLOW_BENCH, "num_requests": 100},
     )
     job = start(stack, recipe, tmp_path)
     try:
@@ -71,7 +71,7 @@ def test_a_killed_mocker_is_restarted_registers_again_and_the_job_succeeds(tmp_p
     exited = next(e for e in journal if e.unit == "agg_1_node1" and e.state == "exited")
     assert exited.signal == signal.SIGKILL
     result = json.loads((job.log_dir / "benchmark.json").read_text())
-    assert (result["requests"], result["errors"]) == (80, 0)
+    assert (result["requests"], result["errors"]) == (100, 0)
     assert_no_leftovers(str(job.log_dir))
 
 
