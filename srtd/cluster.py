@@ -73,7 +73,8 @@ class Cluster(BaseSettings):
     use_gpus_per_node_directive: bool = True
     """Write `#SBATCH --gpus-per-node`."""
     binaries: dict[str, str] = Field(default_factory=dict)
-    """Executables of typed services by kind (`etcd: /usr/bin/etcd`, `nats: /usr/sbin/nats-server`)."""
+    """Executables of typed services by kind (`etcd: /usr/bin/etcd`, `nats: /usr/sbin/nats-server`), and
+    `aiperf`: the aiperf benchmark's command (default `aiperf`; may be `python3 -m aiperf`)."""
     kill_wait_seconds: int = 30
     """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
     early_warning_seconds: int | None = None

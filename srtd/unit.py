@@ -223,6 +223,7 @@ class Unit(_Frozen):
     readiness: Readiness | None = None
     liveness: Liveness | None = None  # in the JSON only when set (plans before it stay byte-identical)
     fatal_patterns: tuple[str, ...] = ()
+    echo: bool = False  # mirror its log lines on srtd's console (a benchmark's `stream_output`)
     restart: Restart = Field(default_factory=Restart)
     critical: bool = True
     terminal: bool = False

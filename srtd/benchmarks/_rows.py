@@ -1,4 +1,4 @@
-"""Benchmark rows: `manual` (none), `custom` (a shell command), `toy`, and srt-slurm's scripts.
+"""Benchmark rows: `manual` (none), `custom` (a shell command), `toy`, `aiperf`, and srt-slurm's scripts.
 
 The benchmark is a terminal unit: the job ends when it exits, with its exit code.
 """
@@ -13,6 +13,7 @@ from typing import ClassVar
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row
+from srtd.errors import PlanError
 from srtd.unit import Srun, Unit, UnitKind
 
 SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
@@ -76,6 +77,40 @@ class Toy(Benchmark):
         argv += ["--requests", str(bench.num_requests or 20), "--concurrency", str(bench.concurrency or 4)]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
         return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
+
+
+@register_benchmark("aiperf")
+class AIPerf(Benchmark):
+    """NVIDIA aiperf, one run per concurrency level, driven by `srtd-aiperf` (srtd/benchmarks/aiperf.py).
+
+    The aiperf command is the cluster's `binaries.aiperf` (default: `aiperf` on PATH);
+    the tokenizer is the job's model directory.
+    """
+
+    def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
+        bench = ctx.recipe.benchmark
+        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
+        argv = ["srtd-aiperf", "--aiperf", ctx.cluster.binaries.get("aiperf", "aiperf"), "--url", url]
+        argv += ["--model", served_name(ctx) or "model", "--tokenizer", ctx.model_path]
+        argv += ["--isl", str(bench.isl or 64), "--osl", str(bench.osl or 32)]
+        for level in concurrency_levels(bench.concurrencies, bench.concurrency):
+            argv += ["--concurrency", str(level)]
+        argv += ["--requests", str(bench.num_requests or 20)]
+        if bench.req_rate not in (None, "inf"):
+            argv += ["--request-rate", str(bench.req_rate)]
+        return [*argv, "--artifacts", f"{ctx.logs_path}/aiperf", "--output", f"{ctx.logs_path}/benchmark.json"]
+
+
+def concurrency_levels(levels: tuple[int, ...] | str | None, single: int | None) -> list[int]:
+    """`concurrencies` as a list or an `x`-separated string (`1x4`), else `concurrency`, else 1."""
+    if isinstance(levels, str):
+        parts = levels.split("x")
+        if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            raise PlanError(f"benchmark.concurrencies: {levels!r} is not an x-separated list of positive numbers")
+        return [int(p) for p in parts]
+    if levels:
+        return list(levels)
+    return [single or 1]
 
 
 class Script(Benchmark):
@@ -199,6 +234,7 @@ def benchmark_unit(
         container=container,
         srun=Srun(options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}),
         log=ctx.log("benchmark"),
+        echo=bench.stream_output,
         critical=False,
         terminal=True,
         tier=0,

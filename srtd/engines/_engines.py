@@ -65,6 +65,10 @@ def _plain(value: Any) -> Any:
 
 
 TRTLLM_FATAL = (r"^Rank\d+ Task exit code: (?!0$)\d+$", r"Failed to initialize executor")
+# Dynamo's Rust runtime: a panicked tokio task can leave the process up with its engine
+# gone ("thread 'tokio-runtime-worker' panicked at lib/...rs:L:C:"), so the line is the
+# only sign.
+DYNAMO_FATAL = (r"thread '[^']*' panicked at ",)
 
 
 def _sidecar(recipe: Recipe, role: str) -> bool:
@@ -479,6 +483,7 @@ class Mocker(Engine):
     health_path = "/health"  # the Dynamo system port
 
     launches = frozenset({"dynamo"})
+    fatal_patterns = DYNAMO_FATAL
     owned_flags = frozenset({"model-path", "model-name", "disaggregation-mode", "bootstrap-ports"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:

@@ -55,6 +55,8 @@ class Console(Protocol):
 
     def failure(self, text: str) -> None: ...
 
+    def output(self, unit: str, text: str) -> None: ...
+
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None: ...
 
     def close(self) -> None: ...
@@ -77,6 +79,9 @@ class JsonConsole:
 
     def failure(self, text: str) -> None:
         pass  # the events say it; the post-mortem file has the details
+
+    def output(self, unit: str, text: str) -> None:
+        pass  # stdout carries journal lines only; the unit's log has its output
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         import json
@@ -109,6 +114,9 @@ class NullConsole:
         pass
 
     def failure(self, text: str) -> None:
+        pass
+
+    def output(self, unit: str, text: str) -> None:
         pass
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
@@ -259,6 +267,10 @@ class TerminalConsole:
     def failure(self, text: str) -> None:
         self._stop_live()
         self._print(Text(text), soft_wrap=True)
+
+    def output(self, unit: str, text: str) -> None:
+        """A line of a unit whose log is mirrored (`unit.echo`)."""
+        self._line(f"{unit} | {text}")
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         self._stop_live()

@@ -196,6 +196,10 @@ class Job:
         if self.first_fatal is None:
             self.first_fatal = (unit, line)
 
+    def echo(self, unit: str, line: str) -> None:
+        """A log line of a unit with `echo`, mirrored on the console."""
+        self.console.output(unit, line)
+
     async def launch(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle:
         return await self.launcher.start(unit, attempt=attempt, log_path=log_path)
 

@@ -276,6 +276,8 @@ class UnitRunner:
         if line.generation < generation:
             return  # a line of an earlier attempt's file
         text = line.text
+        if self.unit.echo:
+            self.port.echo(self.name, text)
         if self.log_ready is not None and not self.ready_now and self.log_ready.search(text):
             self._mark_ready()
         for pattern in self.fatal:

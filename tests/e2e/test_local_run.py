@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from srtd.events import Event
-from tests.supervisor.helpers import assert_no_leftovers, check_journal
+from tests.supervisor.helpers import assert_no_leftovers, check_journal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
@@ -33,23 +32,6 @@ def srtd(*args: str, **kwargs: object) -> subprocess.Popen[str]:
         text=True,
         **kwargs,
     )
-
-
-def events(log_dir: Path) -> list[Event]:
-    path = log_dir / "events.jsonl"
-    if not path.exists():
-        return []
-    return [Event.from_line(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for(log_dir: Path, predicate: object, timeout: float = 60.0) -> list[Event]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = events(log_dir)
-        if predicate(seen):  # type: ignore[operator]
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"timed out; journal: {[(e.unit, e.state) for e in events(log_dir)]}")
 
 
 def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,27 @@ def check_journal(path: Path, unit_names: Iterable[str]) -> list[Event]:
     ts = [e.ts for e in events]
     assert ts == sorted(ts)
     return events
+
+
+def journal_so_far(log_dir: Path) -> list[Event]:
+    """The events a running job has written so far."""
+    path = log_dir / "events.jsonl"
+    if not path.exists():
+        return []
+    return [Event.from_line(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(log_dir: Path, predicate: Callable[[list[Event]], bool], timeout: float = 60.0) -> list[Event]:
+    """Poll a running job's journal until `predicate` holds; the events then.  Fails at once if the job ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = journal_so_far(log_dir)
+        if predicate(seen):
+            return seen
+        if any(e.unit is None and e.state in ("succeeded", "failed", "cancelled") for e in seen):
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"timed out; journal: {[(e.unit, e.state) for e in journal_so_far(log_dir)]}")
 
 
 def states(events: Iterable[Event], unit: str | None) -> list[str]:

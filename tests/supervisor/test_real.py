@@ -137,6 +137,17 @@ async def test_exit_before_ready_fails_at_once_with_the_code_and_the_log_tail(ma
     assert "error: cannot load the model" in result.postmortem.read_text()
 
 
+async def test_an_echoed_unit_has_its_lines_on_the_console_and_others_do_not(maker: PlanMaker) -> None:
+    maker.unit("bench", "--say", "0.1:| concurrency | errors |", "--exit", "0:0.3", echo=True, terminal=True)
+    maker.unit("quiet", "--say", "0.1:not mirrored", tier=2)
+    out = io.StringIO()
+    result = await run_plan(maker.plan(), console=TerminalConsole(out, tty=False))
+    assert result.exit_code == 0
+    printed = out.getvalue()
+    assert "bench | | concurrency | errors |" in printed
+    assert "not mirrored" not in printed
+
+
 async def test_readiness_timeout_says_so(maker: PlanMaker) -> None:
     port = free_port()
     maker.unit("w", readiness=tcp(port, timeout=0.6))
