@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 QUEUE_SIZE = 1000  # messages a client may fall behind before it is dropped
 DRAIN_SECONDS = 2.0  # after the job ended: how long clients get to read their last events
-OVERFLOW_GRACE = 2.0  # a dropped client gets this long to take its `overflow` message
+OVERFLOW_GRACE = 10.0  # a dropped client gets this long to take its `overflow` message
 READ_CHUNK = 64 * 1024
 
 _Item = tuple[Sequence[bytes], int | None]  # messages written together, the last event seq among them

@@ -221,6 +221,11 @@ def _bar(line: UnitTimeline, duration: float, width: int) -> Text:
     return text
 
 
+def gantt_width(columns: int) -> int:
+    """How wide the Gantt can be next to the table's other columns (about 100 of them)."""
+    return max(20, min(GANTT_WIDTH, columns - 100))
+
+
 def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableType:
     title = f"{timeline.name} (job {timeline.job_id}): {timeline.state} after {timeline.duration:.2f} s"
     if timeline.running is not None:
@@ -271,6 +276,6 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
 
 def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
     console = Console(record=True, width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor")
-    console.print(render_timeline(timeline))
+    console.print(render_timeline(timeline, width=gantt_width(width)))
     console.save_svg(str(path), title=f"srtd timeline: {timeline.name} (job {timeline.job_id})")
     return path

@@ -14,12 +14,14 @@ from srtd.cli._main import cli
 from srtd.errors import AttachError
 
 REFRESH = 0.1  # seconds between redraws of the live view
+PIPE_WIDTH = 140  # columns when the output is not a terminal
 
 
-def _console() -> Any:
+def console() -> Any:
+    """Rich output on stdout: the terminal's width, or `PIPE_WIDTH` into a pipe or file."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 def _choose(job: str | None) -> str:
@@ -59,7 +61,7 @@ def ps(as_json: bool) -> None:
         table.add_column(column)
     for job in jobs:
         table.add_row(job.job_id, job.name, job.state, clock_time(job.started), job.log_dir)
-    _console().print(table)
+    console().print(table)
 
 
 @cli.command()
@@ -113,7 +115,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
         for event in events:
             click.echo(event.to_line(), nl=False)
     else:
-        _console().print(render_view(view, events, order))
+        console().print(render_view(view, events, order))
 
 
 def _once(target: str, *, as_json: bool) -> None:
@@ -138,7 +140,7 @@ def _once(target: str, *, as_json: bool) -> None:
             events.append(event_of(message))
             if events[-1].seq >= view.seq:
                 break
-    _console().print(render_view(view, events, [u["name"] for u in snapshot["units"]]))
+    console().print(render_view(view, events, [u["name"] for u in snapshot["units"]]))
 
 
 def _subscription(target: str, from_seq: int | None) -> Any:
@@ -177,12 +179,12 @@ def _live(target: str) -> None:
     from srtd.attach._view import render_view
     from srtd.events import Event, JobView
 
-    console = _console()
+    out = console()
     view = JobView()
     order: list[str] = []
     events: list[Event] = []
     last_draw = 0.0
-    with Live(render_view(view, events), console=console, auto_refresh=False, transient=False) as live:
+    with Live(render_view(view, events), console=out, auto_refresh=False, transient=False) as live:
         for message in _subscription(target, 0):
             kind = message.get("type")
             if kind == "snapshot" and not order:
@@ -198,6 +200,7 @@ def _live(target: str) -> None:
                 live.update(render_view(view, events, order), refresh=True)
                 last_draw = now
         live.update(render_view(view, events, order), refresh=True)
+    out.line()  # the live display leaves the cursor at the end of its last line
 
 
 @cli.command()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from srtd.cli._attach import console
 from srtd.cli._main import cli
 from srtd.errors import AttachError
 
@@ -22,9 +23,7 @@ def timeline(log_dir: Path, as_json: bool, no_svg: bool) -> None:
     per unit, restarts, the teardown by tier, and a Gantt of every unit's states, also
     written as LOG_DIR/timeline.svg.
     """
-    from rich.console import Console
-
-    from srtd.attach._timeline import SVG_NAME, build, render_timeline, write_svg
+    from srtd.attach._timeline import SVG_NAME, build, gantt_width, render_timeline, write_svg
     from srtd.supervisor import JOURNAL_NAME, read_journal
 
     path = log_dir / JOURNAL_NAME
@@ -46,7 +45,7 @@ def timeline(log_dir: Path, as_json: bool, no_svg: bool) -> None:
     if as_json:
         click.echo(json.dumps({**line.as_json(), "svg": str(svg) if svg else None}))
         return
-    console = Console(highlight=False)
-    console.print(render_timeline(line))
+    out = console()
+    out.print(render_timeline(line, width=gantt_width(out.width)))
     if svg is not None:
-        console.print(f"written: {svg}")
+        out.print(f"written: {svg}")
