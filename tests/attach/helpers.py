@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +17,7 @@ from srtd.attach._paths import read_pointer
 from srtd.events import Event
 from srtd.supervisor import read_journal
 from srtd.unit import Plan
+from tests.supervisor.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
@@ -37,6 +42,27 @@ def srtd(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def toy_plan(recipe: Path, where: Path) -> Path:
+    """RECIPE planned for this machine, every port it uses moved to a free one.
+
+    The toy recipes use fixed ports (the router on 8000); other test runs on the same
+    machine use them too, so each test gets its own.
+    """
+    log_dir = where / "logs"
+    job_id = f"t-{uuid.uuid4().hex[:8]}"
+    planned = srtd("plan", str(recipe), "--local", "--json", "--log-dir", str(log_dir), "--job-id", job_id)
+    assert planned.returncode == 0, planned.stderr
+    text = planned.stdout
+    ports = {
+        arg for unit in json.loads(text)["units"] for flag, arg in itertools.pairwise(unit["argv"]) if flag == "--port"
+    }
+    for port in ports:
+        text = re.sub(rf"(?<![0-9]){port}(?![0-9])", str(free_port()), text)
+    path = where / "plan.json"
+    path.write_text(text)
+    return path
+
+
 class JobProcess:
     """`srtd run TARGET --log-dir LOG_DIR` with the test's runtime directory."""
 
@@ -55,6 +81,10 @@ class JobProcess:
                 stderr=subprocess.STDOUT,
                 text=True,
             )
+
+    @classmethod
+    def of_toy(cls, recipe: Path, where: Path, **extra_env: str) -> JobProcess:
+        return cls(toy_plan(recipe, where), where / "logs", **extra_env)
 
     @classmethod
     def of_plan(cls, plan: Plan, where: Path, **extra_env: str) -> JobProcess:

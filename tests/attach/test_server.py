@@ -43,7 +43,7 @@ def _events_until(conn: Connection, done: object, timeout: float = 60.0) -> list
 
 
 def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Path, runtime: Path) -> None:
-    job = JobProcess(RESTART, tmp_path / "logs")
+    job = JobProcess.of_toy(RESTART, tmp_path)
     try:
         path = job.socket()
         assert path.parent == runtime
@@ -87,7 +87,7 @@ def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Pa
 
 def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runtime: Path) -> None:
     log_dir = tmp_path / "logs"
-    job = JobProcess(RESTART, log_dir)
+    job = JobProcess.of_toy(RESTART, tmp_path)
     try:
         job.socket()
         running = job.running()
@@ -354,7 +354,7 @@ def test_a_stale_socket_is_replaced(maker: PlanMaker, runtime: Path) -> None:
 
 def test_the_live_view_and_the_replay_end_on_the_same_screen(tmp_path: Path, runtime: Path) -> None:
     log_dir = tmp_path / "logs"
-    job = JobProcess(DEMO, log_dir)
+    job = JobProcess.of_toy(DEMO, tmp_path)
     try:
         job.socket()
         live = srtd("attach", timeout=120)  # the only running job, until it ends
@@ -365,7 +365,7 @@ def test_the_live_view_and_the_replay_end_on_the_same_screen(tmp_path: Path, run
     assert live.returncode == 0, live.stderr
     replay = srtd("attach", "--replay", str(log_dir))
     assert replay.returncode == 0, replay.stderr
-    assert live.stdout == replay.stdout
+    assert live.stdout == replay.stdout, f"live:\n{live.stdout}\nreplay:\n{replay.stdout}\n{live.stderr}"
     assert "toy-demo (job " in replay.stdout
     assert "succeeded, exit code 0" in replay.stdout
     final = json.loads(srtd("attach", "--replay", str(log_dir), "--once", "--json").stdout)
