@@ -86,6 +86,11 @@ class Timeline:
         return asdict(self)
 
 
+def _rel(ts: float, t0: float) -> float:
+    """Seconds from the job's start, to the millisecond (the journal's own precision is finer)."""
+    return round(ts - t0, 3)
+
+
 def _first(events: Sequence[Event], unit: str, state: str, before: float | None = None) -> Event | None:
     for e in events:
         if e.unit == unit and e.state == state and (before is None or e.ts <= before):
@@ -112,17 +117,17 @@ def build(events: Sequence[Event]) -> Timeline:
         line = UnitTimeline(name, tiers.get(name), nodes.get(name))
         for i, e in enumerate(mine):
             stop = mine[i + 1].ts if i + 1 < len(mine) else end
-            line.segments.append(Segment(e.state, e.ts - t0, stop - t0))
+            line.segments.append(Segment(e.state, _rel(e.ts, t0), _rel(stop, t0)))
             line.restarts = max(line.restarts, e.attempt or 0)
             line.final = e.state
         launch = _first(mine, name, "starting")
         ready = _first(mine, name, "ready")
         if launch is not None:
-            line.launched = launch.ts - t0
+            line.launched = _rel(launch.ts, t0)
             wait = _first(mine, name, "waiting", before=launch.ts)
-            line.waited = launch.ts - wait.ts if wait is not None else 0.0
+            line.waited = round(launch.ts - wait.ts, 3) if wait is not None else 0.0
         if ready is not None:
-            line.ready = ready.ts - t0
+            line.ready = _rel(ready.ts, t0)
             line.launch_to_ready = (ready.detail or {}).get("seconds", line.ready - (line.launched or 0.0))
         units[name] = line
 
@@ -130,10 +135,10 @@ def build(events: Sequence[Event]) -> Timeline:
         name=str(detail.get("job", "job")),
         job_id=str(detail.get("job_id", "?")),
         state=job_state,
-        duration=end - t0,
-        running=running - t0 if running is not None else None,
+        duration=_rel(end, t0),
+        running=_rel(running, t0) if running is not None else None,
         units=list(units.values()),
-        chain=_chain(events, units, running, t0),
+        chain=_chain(events, units, running),
         teardown=_teardown(events, tiers, t0),
     )
 
@@ -144,7 +149,7 @@ def _condition_time(events: Sequence[Event], unit: str, condition: str, before: 
     return hit.ts if hit is not None else None
 
 
-def _chain(events: Sequence[Event], units: dict[str, UnitTimeline], running: float | None, t0: float) -> list[Link]:
+def _chain(events: Sequence[Event], units: dict[str, UnitTimeline], running: float | None) -> list[Link]:
     """From the last unit to become ready (before the job ran) back along its edges."""
     limit = running if running is not None else events[-1].ts
     readies = [e for e in events if e.unit in units and e.state == "ready" and e.ts <= limit]
@@ -184,19 +189,19 @@ def _chain(events: Sequence[Event], units: dict[str, UnitTimeline], running: flo
 
 
 def _teardown(events: Sequence[Event], tiers: dict[str, int], t0: float) -> list[TierStop]:
-    stopping = next((e.ts for e in events if e.unit is None and e.state == "stopping"), None)
+    stopping = next((e.seq for e in events if e.unit is None and e.state == "stopping"), None)
     if stopping is None:
         return []
     spans: dict[int, list[float]] = {}
     names: dict[int, list[str]] = {}
     for e in events:
-        if e.unit is None or e.ts < stopping or e.state not in ("stopping", "stopped", "failed"):
+        if e.unit is None or e.seq < stopping or e.state not in ("stopping", "stopped", "failed"):
             continue
         tier = tiers.get(e.unit, 0)
         spans.setdefault(tier, []).append(e.ts)
         if e.unit not in names.setdefault(tier, []):
             names[tier].append(e.unit)
-    return [TierStop(tier, min(spans[t]) - t0, max(spans[t]) - t0, names[t]) for t in sorted(spans)]
+    return [TierStop(t, _rel(min(spans[t]), t0), _rel(max(spans[t]), t0), names[t]) for t in sorted(spans)]
 
 
 # ---------------------------------------------------------------- rendering
