@@ -33,6 +33,7 @@ class Connection:
             self._sock.close()
             raise AttachError(f"{path}: cannot connect: {e.strerror or e}") from None
         self._file = self._sock.makefile("rb")
+        self._next_id = 0
         hello = self.receive()
         if hello is None:
             self.close()
@@ -74,14 +75,25 @@ class Connection:
             yield message
 
     def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        """Send a request and return its reply (an error reply raises)."""
-        self.send(cmd=cmd, **fields)
-        reply = self.receive()
-        if reply is None:
-            raise AttachError(f"{self.path}: the job closed the connection")
-        if reply.get("type") == "error":
-            raise ControlError(str(reply.get("message")))
-        return reply
+        """Send a request and return its reply (an error reply raises).
+
+        Messages of a running subscription that arrive first are skipped: the reply
+        is the message carrying the request's id.
+        """
+        self._next_id += 1
+        request_id = self._next_id
+        self.send(cmd=cmd, id=request_id, **fields)
+        while True:
+            reply = self.receive()
+            if reply is None:
+                raise AttachError(f"{self.path}: the job closed the connection")
+            kind = reply.get("type")
+            if kind == "overflow":
+                raise AttachError(f"{self.path}: {reply.get('message')}")
+            if kind == "error" and reply.get("id") in (request_id, None):
+                raise ControlError(str(reply.get("message")))
+            if reply.get("id") == request_id:
+                return reply
 
     def close(self) -> None:
         self._file.close()

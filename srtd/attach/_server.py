@@ -52,6 +52,7 @@ QUEUE_SIZE = 1000  # messages a client may fall behind before it is dropped
 DRAIN_SECONDS = 2.0  # after the job ended: how long clients get to read their last events
 OVERFLOW_GRACE = 10.0  # a dropped client gets this long to take its `overflow` message
 READ_CHUNK = 64 * 1024
+WRITE_BATCH = 256  # messages joined into one write at most
 
 _Item = tuple[Sequence[bytes], int | None]  # messages written together, the last event seq among them
 
@@ -127,7 +128,15 @@ class _Client:
                 async for messages, seq in self._receive:
                     if self.dropped:
                         break
-                    await self.stream.send(b"".join(messages))
+                    # Whatever else is queued goes out in the same write: one system
+                    # call per wake-up, not one per message.
+                    batch = list(messages)
+                    with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream):
+                        while len(batch) < WRITE_BATCH:
+                            more, more_seq = self._receive.receive_nowait()
+                            batch += more
+                            seq = more_seq if more_seq is not None else seq
+                    await self.stream.send(b"".join(batch))
                     if seq is not None:
                         self.delivered_seq = seq
             if self.dropped:

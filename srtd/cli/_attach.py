@@ -180,19 +180,18 @@ def _live(target: str) -> None:
     from srtd.events import Event, JobView
 
     out = console()
-    view = JobView()
-    order: list[str] = []
+    messages = _subscription(target, 0)
+    snapshot = next(messages)  # connection errors surface here, before the screen is taken
+    order: list[str] = [u["name"] for u in snapshot["units"]]
+    view = JobView.fold([], order)
     events: list[Event] = []
     last_draw = 0.0
-    with Live(render_view(view, events), console=out, auto_refresh=False, transient=False) as live:
-        for message in _subscription(target, 0):
+    with Live(render_view(view, events, order), console=out, auto_refresh=False, transient=False) as live:
+        for message in messages:
             kind = message.get("type")
-            if kind == "snapshot" and not order:
-                order = [u["name"] for u in message["units"]]
-                view = JobView.fold([], order)
-            elif kind == "event":
+            if kind == "event":
                 event = event_of(message)
-                if event.seq > view.seq:
+                if event.seq > view.seq:  # a resumed subscription may repeat the snapshot's events
                     view.apply(event)
                     events.append(event)
             now = time.monotonic()
