@@ -3,9 +3,11 @@
     python benchmarks/attach_load.py [--clients 100] [--restarts 40] [--rounds 3]
 
 Runs a real `srtd run` of a plan with one unit that crashes in a loop (restart
-always, 0.1 s backoff).  Each attempt writes `time.time()` to its log as the very
-last thing before `os._exit(1)`; the latency of an exit is the `exited` event's
-timestamp minus that.  Rounds alternate between no client and `--clients` clients
+always, 0.1 s backoff).  Each attempt lives 0.2 s (so the launch's own events have
+been sent to every client), then writes `time.time()` to its log as the very last
+thing before `os._exit(1)`; the latency of an exit is the timestamp of the decision
+that follows it (the `backoff` event of the next restart, which comes after the
+`exited` event and its fan-out to the clients) minus that.  Rounds alternate between no client and `--clients` clients
 subscribed to the job's socket (one separate process holding every connection and
 reading every event), and the medians are compared.  The target: under 5 % slower.
 """
@@ -27,8 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CRASH = (
     "import os, sys, time\n"
-    "if os.environ.get('SRTD_ATTEMPT') == '0':\n"
-    "    time.sleep(float(sys.argv[1]))\n"
+    "time.sleep(float(sys.argv[1]) if os.environ.get('SRTD_ATTEMPT') == '0' else 0.2)\n"
     "sys.stdout.write(repr(time.time()))\n"
     "sys.stdout.flush()\n"
     "os._exit(1)\n"
@@ -68,13 +69,17 @@ def plan_json(root: Path, restarts: int, settle: float) -> Path:
 def latencies(log_dir: Path) -> list[float]:
     from srtd.supervisor import read_journal
 
-    exited = {e.attempt: e.ts for e in read_journal(log_dir / "events.jsonl") if e.state == "exited"}
+    events = read_journal(log_dir / "events.jsonl")
+    exited = {e.attempt: e.ts for e in events if e.state == "exited"}
+    # the decision: the backoff (restart n) or the final state after the last exit
+    decided = {e.attempt: e.ts for e in events if e.unit and e.state in ("backoff", "failed", "stopped")}
     found = []
-    for attempt, ts in exited.items():
+    for attempt in exited:
         log = log_dir / ("crash.log" if attempt == max(exited) else f"crash.log.{(attempt or 0) + 1}")
         text = log.read_text().strip()
-        if text and attempt:  # attempt 0 slept first; every other attempt only crashes
-            found.append(ts - float(text))
+        decision = decided.get((attempt or 0) + 1, decided.get(attempt))
+        if text and attempt and decision is not None:  # attempt 0 waited for the clients
+            found.append(decision - float(text))
     return found
 
 

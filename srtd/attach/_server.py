@@ -6,10 +6,12 @@ writes `attach.json` into the log directory, serves clients while the job runs, 
 removes both when the job has ended and its clients have had their last events.
 
 Every client is one task; nothing a client does (not reading, sending garbage, sending
-a line of a gigabyte) reaches the job.  Messages to a client go through its own bounded
-queue, filled without waiting (`offer`); a client whose queue is full is dropped with a
-final `overflow` message.  The events of a subscription are fanned out by one journal
-listener that serialises each event once.
+a line of a gigabyte) reaches the job.  A client's replies wait in its own bounded
+queue, filled without waiting (`offer`); its subscription is a place in the journal's
+event list that its writer walks.  The job's only cost per event is one wake-up of
+`_notify`, which then nudges every subscriber's writer (each event is serialised
+once, for all of them) and drops a subscriber that is more than `limit` events
+behind, or whose queue is full, with a final `overflow` message.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +57,6 @@ OVERFLOW_GRACE = 10.0  # a dropped client gets this long to take its `overflow` 
 READ_CHUNK = 64 * 1024
 WRITE_BATCH = 256  # messages joined into one write at most
 
-_Item = tuple[Sequence[bytes], int | None]  # messages written together, the last event seq among them
-
 
 def peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
@@ -66,41 +67,67 @@ def peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int, int]:
 
 
 class _Client:
-    """One connection: its queue, its writer, and what it is subscribed to."""
+    """One connection: its replies, its place in the journal, and its writer.
 
-    def __init__(self, stream: anyio.abc.SocketStream, queue_size: int, pid: int) -> None:
+    What a client is sent is bounded two ways: at most `limit` replies (and followed
+    log lines) may wait, and its place in the journal (`cursor`) may fall at most
+    `limit` events behind the journal's end.  A client past either bound is dropped.
+    Nothing here ever waits but the writer, which is the client's own task.
+    """
+
+    def __init__(self, server: AttachServer, stream: anyio.abc.SocketStream, limit: int, pid: int) -> None:
+        self.server = server
         self.stream = stream
+        self.limit = limit
         self.pid = pid
-        self._send, self._receive = anyio.create_memory_object_stream[_Item](queue_size)
+        self.direct: deque[bytes] = deque()  # replies and log lines, in order
+        self.journal: Journal | None = None
+        self.cursor: int | None = None  # index in journal.events of the next event to send
+        self.floor = 0
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
         self.streams = 0  # subscriptions and follows still running
         self.reading = True  # the client may still send requests
+        self.closing = False  # nothing more will be queued
+        self.end_reason: str | None = None  # sent as `end` once everything else is out
         self.dropped = False
-        self.delivered_seq: int | None = None  # the last event seq written to the socket
+        self.delivered_seq: int | None = None  # the client has every event up to this seq
+        self._nudge = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
 
-    def offer(self, *messages: bytes, seq: int | None = None) -> bool:
-        """Queue messages without waiting.  False (and the client is dropped) if it is full."""
-        if self.dropped:
+    def offer(self, message: bytes) -> bool:
+        """Queue a message without waiting.  False (and the client is dropped) if it is full."""
+        if self.dropped or self.closing:
             return False
-        try:
-            self._send.send_nowait((messages, seq))
-        except anyio.WouldBlock:
+        if len(self.direct) >= self.limit:
             self.drop()
             return False
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return False
+        self.direct.append(message)
+        self.nudge()
         return True
 
     def reply(self, message: dict[str, Any]) -> None:
         self.offer(encode(message))
 
+    def nudge(self) -> None:
+        self._nudge.set()
+
+    def follow_journal(self, journal: Journal, start: int) -> None:
+        """From now on, send every event after `start` (a seq: the index of the next one)."""
+        self.journal = journal
+        self.cursor = start
+        self.floor = len(journal.events)  # a replay of what was missed does not count as lag
+        self.delivered_seq = start
+        self.nudge()
+
+    def lag(self, head: int) -> int:
+        return head - max(self.cursor, self.floor) if self.cursor is not None else 0
+
     def drop(self) -> None:
         if self.dropped:
             return
         self.dropped = True
-        self._send.close()
+        self.nudge()
         if self._tg is not None:
             self._tg.start_soon(self._cut_after_grace)
 
@@ -113,37 +140,51 @@ class _Client:
         self.maybe_finish()
 
     def maybe_finish(self) -> None:
-        """Nothing more will be queued: the writer ends once the queue is written."""
+        """Nothing more will be queued: the writer ends once everything is written."""
         if not self.reading and self.streams <= 0:
-            self._send.close()
+            self.finish()
 
-    def finish(self) -> None:
+    def finish(self, end_reason: str | None = None) -> None:
         self.reading = False
         self.streams = 0
-        self._send.close()
+        self.closing = True
+        self.end_reason = self.end_reason or end_reason
+        self.nudge()
+
+    def _next_batch(self) -> tuple[list[bytes], int | None]:
+        """Replies first, then journal events; at most `WRITE_BATCH` messages."""
+        if self.direct:
+            count = min(len(self.direct), WRITE_BATCH)
+            return [self.direct.popleft() for _ in range(count)], None
+        if self.journal is not None and self.cursor is not None:
+            head = len(self.journal.events)
+            if self.cursor < head:
+                stop = min(head, self.cursor + WRITE_BATCH)
+                batch = self.server.event_lines(self.cursor, stop)
+                self.cursor = stop
+                return batch, stop  # events[i] has seq i + 1
+        return [], None
 
     async def write(self) -> None:
         try:
-            async with self._receive:
-                async for messages, seq in self._receive:
-                    if self.dropped:
-                        break
-                    # Whatever else is queued goes out in the same write: one system
-                    # call per wake-up, not one per message.
-                    batch = list(messages)
-                    with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream):
-                        while len(batch) < WRITE_BATCH:
-                            more, more_seq = self._receive.receive_nowait()
-                            batch += more
-                            seq = more_seq if more_seq is not None else seq
+            while not self.dropped:
+                batch, seq = self._next_batch()
+                if batch:
+                    # One system call per wake-up, whatever piled up meanwhile.
                     await self.stream.send(b"".join(batch))
                     if seq is not None:
                         self.delivered_seq = seq
-            if self.dropped:
-                note = "client too slow: dropped"
-                if self.delivered_seq is not None:
-                    note += f"; resume with subscribe from_seq {self.delivered_seq}"
-                await self.stream.send(encode({"type": "overflow", "last_seq": self.delivered_seq, "message": note}))
+                    continue
+                if self.closing:
+                    if self.end_reason is not None:
+                        await self.stream.send(encode({"type": "end", "reason": self.end_reason}))
+                    return
+                await self._nudge.wait()
+                self._nudge = anyio.Event()
+            note = "client too slow: dropped"
+            if self.delivered_seq is not None:
+                note += f"; resume with subscribe from_seq {self.delivered_seq}"
+            await self.stream.send(encode({"type": "overflow", "last_seq": self.delivered_seq, "message": note}))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
@@ -184,6 +225,8 @@ class AttachServer:
         self.clients: set[_Client] = set()
         self.subscribers: set[_Client] = set()
         self._journal: Journal | None = None
+        self._new_events = anyio.Event()
+        self._lines: list[bytes] = []  # event_message of journal.events[i]
         self.refused = 0
 
     # ---------------------------------------------------------------- the journal
@@ -197,12 +240,31 @@ class AttachServer:
         return journal
 
     def _on_event(self, event: Event) -> None:
-        if not self.subscribers:
-            return
-        message = event_message(event.to_line())
-        for client in list(self.subscribers):
-            if not client.offer(message, seq=event.seq):
-                self.subscribers.discard(client)
+        # The job's own path: O(1), one wake-up.  The fan-out runs in `_notify`, a
+        # task of its own, after the job's task that emitted the event has moved on.
+        self._new_events.set()
+
+    async def _notify(self) -> None:
+        while True:
+            await self._new_events.wait()
+            self._new_events = anyio.Event()
+            if self._journal is None:
+                continue
+            head = len(self._journal.events)
+            for client in list(self.subscribers):
+                if client.lag(head) > client.limit:
+                    client.drop()
+                    self.subscribers.discard(client)
+                else:
+                    client.nudge()
+
+    def event_lines(self, start: int, stop: int) -> list[bytes]:
+        """The protocol lines of journal events [start, stop), each serialised once."""
+        assert self._journal is not None
+        events = self._journal.events
+        while len(self._lines) < stop:
+            self._lines.append(event_message(events[len(self._lines)].to_line()))
+        return self._lines[start:stop]
 
     def _extras(self) -> dict[str, Any]:
         plan = self.job.plan
@@ -251,7 +313,7 @@ class AttachServer:
                 with anyio.move_on_after(1), contextlib.suppress(Exception):
                     await stream.send(encode(error("refused", message)))
                 return
-            client = _Client(stream, self.queue_size, pid)
+            client = _Client(self, stream, self.queue_size, pid)
             self.clients.add(client)
             try:
                 with client.scope:
@@ -323,18 +385,19 @@ class AttachServer:
         start = view.seq if request.from_seq is None else request.from_seq
         if start > view.seq:
             raise ControlError(f"from_seq {start} is ahead of the journal (seq {view.seq})")
-        if client in self.subscribers:
+        if client.cursor is not None:
             raise ControlError("already subscribed on this connection")
-        # One synchronous step: the snapshot, what was missed and the registration for
-        # what comes next, so nothing falls between them and nothing comes twice.
-        messages = [encode(_with_id(snapshot_message(view, list(self.job.runners), **self._extras()), request.id))]
-        messages += [event_message(e.to_line()) for e in journal.events[start:]]
-        if view.state in FINAL_JOB_STATES:
-            messages.append(encode({"type": "end", "reason": f"job {view.state.value}"}))
-            client.offer(*messages, seq=view.seq)
+        # One synchronous step: the snapshot and the place in the journal from which
+        # the events follow, so nothing falls between them and nothing comes twice.
+        if not client.offer(
+            encode(_with_id(snapshot_message(view, list(self.job.runners), **self._extras()), request.id))
+        ):
             return
+        client.follow_journal(journal, start)
         client.streams += 1
-        if client.offer(*messages, seq=view.seq):
+        if view.state in FINAL_JOB_STATES:
+            client.finish(f"job {view.state.value}")
+        else:
             self.subscribers.add(client)
 
     def _tail(self, client: _Client, request: Request, tg: anyio.abc.TaskGroup) -> None:
@@ -342,19 +405,16 @@ class AttachServer:
         runner = self.job.runners.get(request.unit)
         if runner is None:
             raise ControlError(f"no unit {request.unit!r} in job {self.job.plan.job_id}")
-        path = runner.log_path
-        follow = request.follow and self.job.journal.view.state not in FINAL_JOB_STATES
-        lines_stream = None
-        if follow:
-            tailer = self.job.tailer(path)
-            with contextlib.suppress(OSError):
-                tailer.poll()  # hand out what is written so far, so the stream starts where the tail ends
-            lines_stream = tailer.subscribe(max_buffer=self.queue_size)
-        lines = read_tail(path, request.lines)
-        client.reply(_with_id({"type": "tail", "unit": request.unit, "log": str(path), "lines": lines}, request.id))
-        if lines_stream is not None:
+        follow = self.job.follow_log(request.unit, self.queue_size) if request.follow else None
+        lines = read_tail(runner.log_path, request.lines)
+        client.reply(
+            _with_id({"type": "tail", "unit": request.unit, "log": str(runner.log_path), "lines": lines}, request.id)
+        )
+        if follow is not None:
             client.streams += 1
-            tg.start_soon(self._follow, client, request.unit, lines_stream)
+            tg.start_soon(self._follow, client, request.unit, follow)
+        elif request.follow:
+            client.reply({"type": "end", "reason": f"the job is not running, {request.unit}'s log is not followed"})
 
     async def _follow(self, client: _Client, unit: str, lines: Any) -> None:
         try:
@@ -372,9 +432,7 @@ class AttachServer:
         """The job has ended: subscribers get `end`, every client its last messages."""
         state = self.job.journal.view.state.value
         for client in list(self.clients):
-            if client in self.subscribers:
-                client.offer(encode({"type": "end", "reason": f"job {state}"}))
-            client.finish()
+            client.finish(f"job {state}" if client.streams > 0 else None)
         self.subscribers.clear()
         with anyio.move_on_after(DRAIN_SECONDS):
             for client in list(self.clients):
@@ -439,6 +497,7 @@ async def serve(job: Job) -> AsyncIterator[AttachServer | None]:
             pointer = write_pointer(job.log_dir, path, job.plan.job_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, listener, tg)
+            tg.start_soon(server._notify)
             try:
                 yield server
             finally:

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, ControlError, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, JobState, JobView, UnitState
@@ -39,7 +40,7 @@ from srtd.supervisor._console import (
 from srtd.supervisor._journal import Journal
 from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
 from srtd.supervisor._probes import describe
-from srtd.supervisor._tail import Tailer
+from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
 from srtd.unit import LogProbe, Plan, Unit
@@ -266,6 +267,17 @@ class Job:
             raise ControlError(f"job {self.plan.job_id} is stopping")
         if not runner.request_restart():
             raise ControlError(f"{unit} has no running attempt to restart (it is {runner.state.value})")
+
+    def follow_log(self, unit: str, max_buffer: int) -> MemoryObjectReceiveStream[LogLine] | None:
+        """The lines written to `unit`'s log from now on (through the file's tailer), or
+        None when the job's tasks do not run (not started yet, or tearing down)."""
+        runner = self._runner(unit)
+        if self._tg is None or self._stopping:
+            return None
+        tailer = self.tailer(runner.log_path)
+        with contextlib.suppress(OSError):
+            tailer.poll()  # hand out what is written so far: the stream starts at the file's end
+        return tailer.subscribe(max_buffer=max_buffer)
 
     async def signal_unit(self, unit: str, signum: int) -> None:
         """Send `signum` to `unit`'s running attempt (its process group, or its Slurm step)."""

@@ -7,6 +7,8 @@ import os
 import random
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from srtd.attach._protocol import event_of, view_of
 from srtd.errors import AttachError
 from srtd.events import Event, JobView
 from srtd.unit import Restart, RestartMode
-from tests.attach.helpers import DEMO, RESTART, JobProcess, srtd
+from tests.attach.helpers import DEMO, REPO, RESTART, JobProcess, env, srtd
 from tests.supervisor.helpers import PlanMaker, assert_no_leftovers, check_journal
 
 pytestmark = pytest.mark.slow
@@ -110,6 +112,12 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
         assert missing.returncode == 4
         assert "no running job 'no-such-job' of yours" in missing.stderr
 
+        follow_out = tmp_path / "tail-f.txt"
+        with open(follow_out, "w") as out:
+            follower = subprocess.Popen(
+                [sys.executable, "-m", "srtd", "tail", job_id, "agg_1_node1", "-f"], cwd=REPO, env=env(), stdout=out
+            )
+        time.sleep(1.0)  # the follower is connected and has printed the tail
         mark = len(job.events())
         done = srtd("restart", job_id, "agg_1_node1")
         assert (done.returncode, done.stdout) == (0, "restart requested: agg_1_node1\n"), done.stderr
@@ -137,6 +145,10 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
         assert stopped.stdout == f"stop requested: job {job_id}\njob cancelled\n", stopped.stderr
         code, out = job.finish()
         assert code == 128 + signal.SIGTERM, out
+        assert follower.wait(timeout=30) == 0  # the job ended, so did the follow
+        followed = follow_out.read_text().splitlines()
+        # the first attempt's tail, then the restarted attempt's own lines
+        assert [line.split(" on ")[0] for line in followed if "ready on" in line] == ["toy-worker: ready"] * 2
     finally:
         job.kill()
     check_journal(log_dir / "events.jsonl", [])
