@@ -6,12 +6,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from srtd.cli._main import cli
 from srtd.errors import AttachError
+
+if TYPE_CHECKING:
+    from srtd.events import Event
 
 REFRESH = 0.1  # seconds between redraws of the live view
 PIPE_WIDTH = 140  # columns when the output is not a terminal
@@ -94,19 +97,25 @@ def attach(job: str | None, as_json: bool, once: bool, replay: Path | None) -> N
         _live(target)
 
 
-def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
-    from srtd.attach._protocol import snapshot_message
-    from srtd.attach._view import render_view
-    from srtd.events import JobView
+def journal_of(log_dir: Path) -> list[Event]:
+    """The events of LOG_DIR/events.jsonl, or an `AttachError` that says what is wrong."""
     from srtd.supervisor import JOURNAL_NAME, read_journal
 
     path = log_dir / JOURNAL_NAME
     try:
-        events = read_journal(path)
+        return read_journal(path)
     except FileNotFoundError:
         raise AttachError(f"{path}: no journal (is {log_dir} a job's log directory?)") from None
     except (OSError, ValueError) as e:
         raise AttachError(f"{path}: cannot read the journal: {e}") from None
+
+
+def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
+    from srtd.attach._protocol import snapshot_message
+    from srtd.attach._view import render_view
+    from srtd.events import JobView
+
+    events = journal_of(log_dir)
     order = list((events[0].detail or {}).get("units", [])) if events else []
     view = JobView.fold(events, order)
     if as_json and once:
@@ -122,7 +131,6 @@ def _once(target: str, *, as_json: bool) -> None:
     from srtd.attach._client import connect
     from srtd.attach._protocol import event_of, view_of
     from srtd.attach._view import render_view
-    from srtd.events import Event
 
     with connect(target) as conn:
         if as_json:
@@ -177,7 +185,7 @@ def _live(target: str) -> None:
 
     from srtd.attach._protocol import event_of
     from srtd.attach._view import render_view
-    from srtd.events import Event, JobView
+    from srtd.events import JobView
 
     out = console()
     messages = _subscription(target, 0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from srtd.cli._attach import console
+from srtd.cli._attach import console, journal_of
 from srtd.cli._main import cli
 from srtd.errors import AttachError
 
@@ -24,17 +24,10 @@ def timeline(log_dir: Path, as_json: bool, no_svg: bool) -> None:
     written as LOG_DIR/timeline.svg.
     """
     from srtd.attach._timeline import SVG_NAME, build, gantt_width, render_timeline, write_svg
-    from srtd.supervisor import JOURNAL_NAME, read_journal
 
-    path = log_dir / JOURNAL_NAME
-    try:
-        events = read_journal(path)
-    except FileNotFoundError:
-        raise AttachError(f"{path}: no journal (is {log_dir} a job's log directory?)") from None
-    except (OSError, ValueError) as e:
-        raise AttachError(f"{path}: cannot read the journal: {e}") from None
+    events = journal_of(log_dir)
     if not events:
-        raise AttachError(f"{path}: the journal is empty")
+        raise AttachError(f"{log_dir / 'events.jsonl'}: the journal is empty")
     line = build(events)
     svg = None
     if not no_svg:
