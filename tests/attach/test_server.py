@@ -117,7 +117,14 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
             follower = subprocess.Popen(
                 [sys.executable, "-m", "srtd", "tail", job_id, "agg_1_node1", "-f"], cwd=REPO, env=env(), stdout=out
             )
-        time.sleep(1.0)  # the follower is connected and has printed the tail
+        stream_out = tmp_path / "attach-json.txt"
+        with open(stream_out, "w") as out:
+            streamer = subprocess.Popen(
+                [sys.executable, "-m", "srtd", "attach", job_id, "--json"], cwd=REPO, env=env(), stdout=out
+            )
+        time.sleep(1.0)  # the follower and the streamer are connected
+        sent = srtd("signal", job_id, "frontend_0", "CONT")
+        assert (sent.returncode, sent.stdout) == (0, "sent SIGCONT to frontend_0\n"), sent.stderr
         mark = len(job.events())
         done = srtd("restart", job_id, "agg_1_node1")
         assert (done.returncode, done.stdout) == (0, "restart requested: agg_1_node1\n"), done.stderr
@@ -146,6 +153,11 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
         code, out = job.finish()
         assert code == 128 + signal.SIGTERM, out
         assert follower.wait(timeout=30) == 0  # the job ended, so did the follow
+        assert streamer.wait(timeout=30) == 0
+        streamed = [Event.from_line(line + "\n") for line in stream_out.read_text().splitlines()]
+        journal = job.events()
+        assert streamed == journal[streamed[0].seq - 1 :]  # every event from where it joined to the end
+        assert streamed[-1].state == "cancelled"
         followed = follow_out.read_text().splitlines()
         # the first attempt's tail, then the restarted attempt's own lines
         assert [line.split(" on ")[0] for line in followed if "ready on" in line] == ["toy-worker: ready"] * 2
