@@ -25,7 +25,18 @@ from srtd.errors import ClusterConfigError, RecipeError
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
 # environment, and the test suite has its own namespace.
-RUNTIME_ENV = frozenset({CONFIG_ENV, "SRTD_JOB_ID", "SRTD_LOG_DIR", "SRTD_UNIT", "SRTD_ATTEMPT", "SRTD_REGEN_GOLDEN"})
+RUNTIME_ENV = frozenset(
+    {
+        CONFIG_ENV,
+        "SRTD_JOB_ID",
+        "SRTD_LOG_DIR",
+        "SRTD_UNIT",
+        "SRTD_ATTEMPT",
+        "SRTD_REGEN_GOLDEN",
+        "SRTD_RUNTIME_DIR",  # where attach sockets live (docs/attach.md)
+        "SRTD_ATTACH_QUEUE",  # per-client queue of the attach server
+    }
+)
 RESERVED_PREFIX = "SRTD_TEST_"
 FILE_NAME = "srtslurm.yaml"
 

@@ -109,6 +109,10 @@ class AttachError(SrtdError):
     """No running job to attach to, or the job refused the connection."""
 
 
+class ControlError(AttachError):
+    """A running job refused a control verb (unknown unit, nothing running to restart)."""
+
+
 _EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (InputError, EXIT_INPUT),
     (LaunchError, EXIT_LAUNCH),

@@ -72,6 +72,8 @@ class UnitView(BaseModel):
     """What is known about one unit after folding its events."""
 
     name: str
+    node: str | None = None  # from the job's `starting` event (`detail.nodes`)
+    tier: int | None = None  # teardown tier, from `detail.tiers` of the same event
     state: UnitState = UnitState.PENDING
     attempt: int = 0
     restarts: int = 0
@@ -82,11 +84,17 @@ class UnitView(BaseModel):
     started_at: float | None = None  # first launch
     ready_at: float | None = None  # first readiness
     ended_at: float | None = None
+    ready_seconds: float | None = None  # launch -> ready of the latest ready attempt
+    log: str | None = None  # the attempt's log file (`detail.log` of `starting`)
+    waiting_on: list[str] = Field(default_factory=list)  # edges not yet holding, while waiting
+    updated_at: float | None = None  # time of the unit's latest event
 
 
 class JobView(BaseModel):
     """The job as a fold of its events."""
 
+    name: str | None = None  # from the first event's detail
+    job_id: str | None = None
     state: JobState = JobState.STARTING
     started_at: float | None = None
     ended_at: float | None = None
@@ -111,11 +119,29 @@ class JobView(BaseModel):
             self.exit_code = event.exit_code
         if event.reason is not None:
             self.reason = event.reason
+        detail = event.detail or {}
+        if "job" in detail:
+            self.name = detail["job"]
+            self.job_id = detail.get("job_id")
+        for key in ("nodes", "tiers"):
+            for unit, value in (detail.get(key) or {}).items():
+                view = self.units.setdefault(unit, UnitView(name=unit))
+                if key == "nodes":
+                    view.node = value
+                else:
+                    view.tier = value
 
     def _apply_unit(self, event: Event) -> None:
         assert event.unit is not None
         view = self.units.setdefault(event.unit, UnitView(name=event.unit))
         view.state = UnitState(event.state)
+        view.updated_at = event.ts
+        detail = event.detail or {}
+        view.waiting_on = list(detail.get("after", [])) if view.state is UnitState.WAITING else []
+        if view.state is UnitState.STARTING and "log" in detail:
+            view.log = detail["log"]
+        if view.state is UnitState.READY and "seconds" in detail:
+            view.ready_seconds = detail["seconds"]
         if event.attempt is not None:
             view.restarts = max(view.restarts, event.attempt)
             view.attempt = event.attempt

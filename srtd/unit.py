@@ -167,7 +167,9 @@ class Restart(_Frozen):
 
     def backoff(self, restart_number: int) -> float:
         """Delay before relaunch number `restart_number` (1-based): doubling, capped."""
-        delay = self.backoff_seconds * 2 ** max(restart_number - 1, 0)
+        # The exponent is capped: 2**1024 does not fit a float, and 2**64 times any
+        # backoff is past every cap already.
+        delay = self.backoff_seconds * 2 ** min(max(restart_number - 1, 0), 64)
         return float(min(delay, self.max_backoff_seconds))
 
 

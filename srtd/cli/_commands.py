@@ -1,5 +1,5 @@
 """Imports every command module so each registers itself on the group."""
 
-from srtd.cli import _migrate, _plan, _run, _schema, _validate
+from srtd.cli import _attach, _migrate, _plan, _run, _schema, _timeline, _validate
 
-__all__ = ["_migrate", "_plan", "_run", "_schema", "_validate"]
+__all__ = ["_attach", "_migrate", "_plan", "_run", "_schema", "_timeline", "_validate"]

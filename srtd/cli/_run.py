@@ -80,6 +80,7 @@ def run(
     journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
     SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
     """
+    from srtd.attach._server import serve
     from srtd.launch import LocalLauncher
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
@@ -122,5 +123,11 @@ def run(
         )
     log_path = _prepare_log_dir(plan)
     _local_path()
-    code = supervise(plan, LocalLauncher(), log_dir=log_path, console=JsonConsole() if as_json else None)
+    code = supervise(
+        plan,
+        LocalLauncher(),
+        log_dir=log_path,
+        console=JsonConsole() if as_json else None,
+        services=[serve],  # the attach socket (srtd attach, ps, stop, restart, tail)
+    )
     raise SystemExit(code)

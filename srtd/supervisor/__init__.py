@@ -2,8 +2,9 @@
 
 Public surface:
 
-- `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console) -> JobResult`
-- `run(plan, launcher, *, log_dir, clock, http_transport, console) -> int` (sync, signals)
+- `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console, services) -> JobResult`
+- `run(plan, launcher, *, log_dir, clock, http_transport, console, services) -> int` (sync, signals)
+- `Service`: something that runs beside a job (the attach server), given the `Job`
 - `Stop`: a stop request (what signal handlers set)
 - `JobResult`: how the job ended
 - test seams: `Clock`, `SystemClock`, `ScaledClock`; `Console`, `TerminalConsole`,
@@ -14,8 +15,16 @@ See docs/supervisor.md and docs/events.md.
 """
 
 from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
-from srtd.supervisor._console import Console, JsonConsole, NullConsole, ProgressRow, SummaryRow, TerminalConsole
-from srtd.supervisor._job import JOURNAL_NAME, POSTMORTEM_NAME, Job, JobResult, check_plan, supervise
+from srtd.supervisor._console import (
+    Console,
+    JsonConsole,
+    NullConsole,
+    ProgressRow,
+    SummaryRow,
+    TerminalConsole,
+    event_message,
+)
+from srtd.supervisor._job import JOURNAL_NAME, POSTMORTEM_NAME, Job, JobResult, Service, check_plan, supervise
 from srtd.supervisor._journal import Journal, read_journal
 from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
 from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
@@ -37,6 +46,7 @@ __all__ = [
     "ProbeResult",
     "ProgressRow",
     "ScaledClock",
+    "Service",
     "Stop",
     "SummaryRow",
     "SystemClock",
@@ -46,6 +56,7 @@ __all__ = [
     "check_plan",
     "count",
     "evaluate_workers",
+    "event_message",
     "read_journal",
     "read_tail",
     "relay_signals",

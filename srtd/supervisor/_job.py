@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, LaunchError, PlanError
+from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, ControlError, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, JobState, JobView, UnitState
 from srtd.launch import ExitStatus, Handle, Launcher
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
@@ -38,7 +40,7 @@ from srtd.supervisor._console import (
 from srtd.supervisor._journal import Journal
 from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
 from srtd.supervisor._probes import describe
-from srtd.supervisor._tail import Tailer
+from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
 from srtd.unit import LogProbe, Plan, Unit
@@ -58,6 +60,13 @@ class JobResult:
     log_dir: Path
     journal: Path
     postmortem: Path | None = None
+
+
+# A service runs beside a job for as long as `supervise()` runs it (the attach server):
+# entered before the job starts, left after its last event.  The supervisor calls it
+# with the `Job`; it is how a layer above the supervisor plugs in without the
+# supervisor importing it.
+Service = Callable[["Job"], AbstractAsyncContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,44 @@ class Job:
         while any(m.handle is h and m.live for m, h in group.stopping):
             await self.changed()
 
+    # ---------------------------------------------------------------- control verbs (srtd attach)
+
+    def _runner(self, unit: str) -> UnitRunner:
+        runner = self.runners.get(unit)
+        if runner is None:
+            raise ControlError(f"no unit {unit!r} in job {self.plan.job_id}")
+        return runner
+
+    def request_stop(self, reason: str) -> None:
+        """The graceful, tiered teardown, as a stop signal would start it."""
+        self.stop.request(reason=reason)
+
+    def request_restart(self, unit: str) -> None:
+        """End `unit`'s running attempt through its own restart path (counted as a restart)."""
+        runner = self._runner(unit)
+        if self._stopping or self.stop.requested.is_set():
+            raise ControlError(f"job {self.plan.job_id} is stopping")
+        if not runner.request_restart():
+            raise ControlError(f"{unit} has no running attempt to restart (it is {runner.state.value})")
+
+    def follow_log(self, unit: str, max_buffer: int) -> MemoryObjectReceiveStream[LogLine] | None:
+        """The lines written to `unit`'s log from now on (through the file's tailer), or
+        None when the job's tasks do not run (not started yet, or tearing down)."""
+        runner = self._runner(unit)
+        if self._tg is None or self._stopping:
+            return None
+        tailer = self.tailer(runner.log_path)
+        with contextlib.suppress(OSError):
+            tailer.poll()  # hand out what is written so far: the stream starts at the file's end
+        return tailer.subscribe(max_buffer=max_buffer)
+
+    async def signal_unit(self, unit: str, signum: int) -> None:
+        """Send `signum` to `unit`'s running attempt (its process group, or its Slurm step)."""
+        runner = self._runner(unit)
+        if not runner.live or runner.handle is None:
+            raise ControlError(f"{unit} has no running process (it is {runner.state.value})")
+        await runner.handle.signal(signum)
+
     # ---------------------------------------------------------------- the job
 
     async def run(self) -> JobResult:
@@ -258,6 +305,8 @@ class Job:
                 "job": self.plan.name,
                 "job_id": self.plan.job_id,
                 "units": [u.name for u in self.plan.units],
+                "nodes": {u.name: u.node for u in self.plan.units if u.nodes},
+                "tiers": {u.name: u.tier for u in self.plan.units},
             },
         )
         end: _End | None = None
@@ -452,13 +501,15 @@ async def supervise(
     http_transport: httpx.AsyncBaseTransport | None = None,
     stop: Stop | None = None,
     console: Console | None = None,
+    services: Sequence[Service] = (),
 ) -> JobResult:
     """Run `plan` to its end with `launcher` (entered here) and return how it ended.
 
     `log_dir` defaults to `plan.log_dir`; relative unit logs are placed under it.
     `stop` lets the caller end the job (`Stop.request`, `Stop.kill`); `run()` feeds
     signals into it.  `console=None` prints to stderr; pass `NullConsole()` for silence.
-    Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
+    Each of `services` is entered (with the `Job`) before the job starts and left after
+    its final event.  Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
     if the launcher or the log directory cannot be set up.
     """
     job = Job(
@@ -470,7 +521,10 @@ async def supervise(
         stop=stop,
         console=console,
     )
-    return await job.run()
+    async with contextlib.AsyncExitStack() as stack:
+        for service in services:
+            await stack.enter_async_context(service(job))
+        return await job.run()
 
 
-__all__ = ["JobResult", "NullConsole", "Stop", "supervise"]
+__all__ = ["JobResult", "NullConsole", "Service", "Stop", "supervise"]

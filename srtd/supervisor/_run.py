@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,7 @@ from srtd.errors import SrtdError, exit_code_for
 from srtd.launch import Launcher
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
-from srtd.supervisor._job import JobResult, supervise
+from srtd.supervisor._job import JobResult, Service, supervise
 from srtd.supervisor._teardown import Stop
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
@@ -46,6 +47,7 @@ def run(
     clock: Clock | None = None,
     http_transport: httpx.AsyncBaseTransport | None = None,
     console: Console | None = None,
+    services: Sequence[Service] = (),
 ) -> int:
     """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
 
@@ -72,6 +74,7 @@ def run(
                     http_transport=http_transport,
                     stop=stop,
                     console=console,
+                    services=services,
                 )
             except SrtdError as e:
                 outcome = e

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from srtd.supervisor._port import JobPort
 
 KILL_REAP = 2.0  # real seconds to wait for a process after SIGKILL
+REQUESTED = "restart requested"  # the reason of a restart asked for through `srtd attach`
 
 
 def ended(status: ExitStatus) -> str:
@@ -57,7 +58,7 @@ class Verdict(Enum):
     FAILED = "failed"
 
 
-EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy"]
+EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy", "requested"]
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,12 @@ class UnitRunner:
         self._finish(end)
         return True
 
+    def request_restart(self) -> bool:
+        """A restart asked for from outside (`srtd restart`): the running attempt ends
+        and goes through the restart path at once, whatever the policy; it counts as a
+        restart.  False if no attempt runs."""
+        return self.interrupt(AttemptEnd("requested", REQUESTED, delay=0.0))
+
     def _on_line(self, generation: int, line: LogLine, finish: Callable[[AttemptEnd], None]) -> None:
         if line.generation < generation:
             return  # a line of an earlier attempt's file
@@ -376,13 +383,13 @@ class UnitRunner:
                 reason=reason,
             )
         else:
-            failed = end.kind != "group"
+            failed = end.kind not in ("group", "requested")
             reason = end.reason
         ran_clean = clock.now() - self.clean_since if self.clean_since is not None else None
 
-        group_restart = end.kind == "group"
-        wants = group_restart or self.restarts.wants(failed)
-        exhausted = not group_restart and self.restarts.exhausted
+        forced = end.kind in ("group", "requested")  # a restart the policy does not decide
+        wants = forced or self.restarts.wants(failed)
+        exhausted = not forced and self.restarts.exhausted
         if wants and not exhausted and not self.port.stopping:
             await self._restart(end, reason, ran_clean)
             return True
@@ -415,13 +422,11 @@ class UnitRunner:
     async def _restart(self, end: AttemptEnd, reason: str, ran_clean: float | None) -> None:
         """Stop what is left of the attempt, back off, and (with a group) wait for it."""
         unit = self.unit
+        own = self.restarts.schedule(ran_clean)
+        delay = end.delay if end.delay is not None else own
         if unit.group is not None and end.kind != "group":
             # Siblings start stopping now, concurrently with our own stop and backoff.
-            delay = self.restarts.schedule(ran_clean)
             self.port.restart_group(self.name, reason, delay)
-        else:
-            own = self.restarts.schedule(ran_clean)
-            delay = end.delay if end.delay is not None else own
         if self.live:
             await self._stop_own(reason, end.detail)
         number = self.restarts.count

@@ -1,0 +1,121 @@
+"""Where a job's attach socket lives, and how a client finds it.
+
+The socket is `<runtime dir>/<job id>.sock`; the runtime directory is
+`$SRTD_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/srtd`, else `/tmp/srtd-<uid>`, private to
+its user (mode 0700, owned by them: a directory someone else owns is refused, not
+used).  The job's log directory gets `attach.json` naming the socket, so a job can
+also be found from its logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import stat
+from pathlib import Path
+
+from srtd.errors import AttachError
+
+POINTER_NAME = "attach.json"
+SOCKET_SUFFIX = ".sock"
+_MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with its terminating NUL
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def runtime_dir() -> Path:
+    explicit = os.environ.get("SRTD_RUNTIME_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return Path(xdg) / "srtd"
+    return Path(f"/tmp/srtd-{os.getuid()}")
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (0700) or check that the existing one is ours and private."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as e:
+        raise AttachError(f"cannot create the runtime directory {path}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise AttachError(f"{path} is not a directory owned by uid {os.getuid()}; refusing to put a socket there")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def socket_name(job_id: str) -> str:
+    return _UNSAFE.sub("_", job_id) + SOCKET_SUFFIX
+
+
+def socket_path(job_id: str, directory: Path | None = None) -> Path:
+    path = (directory or runtime_dir()) / socket_name(job_id)
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        raise AttachError(f"socket path {path} is longer than {_MAX_SOCKET_PATH} bytes; set SRTD_RUNTIME_DIR shorter")
+    return path
+
+
+def is_live(path: Path, timeout: float = 1.0) -> bool:
+    """Does a server answer on `path`?  False for a stale socket left by a killed srtd."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # something is there and refuses us (permissions): not ours to remove
+        return True
+
+
+def write_pointer(log_dir: Path, path: Path, job_id: str) -> Path:
+    pointer = log_dir / POINTER_NAME
+    tmp = pointer.with_name(pointer.name + ".tmp")
+    tmp.write_text(json.dumps({"socket": str(path), "job_id": job_id, "pid": os.getpid()}) + "\n", encoding="utf-8")
+    os.replace(tmp, pointer)
+    return pointer
+
+
+def read_pointer(log_dir: Path) -> Path | None:
+    try:
+        data = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))
+        return Path(data["socket"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def resolve(job: str) -> Path:
+    """The socket of JOB: a job id, a log directory or a socket path."""
+    candidate = Path(job)
+    if candidate.is_dir():
+        pointer = read_pointer(candidate)
+        if pointer is None:
+            raise AttachError(f"{candidate} has no {POINTER_NAME}: the job is not running (or ran without a socket)")
+        return pointer
+    if candidate.suffix == SOCKET_SUFFIX and candidate.exists():
+        return candidate
+    path = socket_path(job)
+    if not path.exists():
+        raise AttachError(f"no running job {job!r} of yours (no socket {path})")
+    return path
+
+
+def sockets() -> list[Path]:
+    """Every socket in this user's runtime directory, oldest first."""
+    directory = runtime_dir()
+    try:
+        found = [p for p in directory.iterdir() if p.suffix == SOCKET_SUFFIX]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: (_mtime(p), p.name))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -1,0 +1,90 @@
+"""The attach view: a table of units and a pane of the latest events.
+
+`render_view` depends only on the folded `JobView` and the events, never on the clock,
+so the live view of a job and the replay of its journal end on the same screen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from srtd.events import Event, JobView, UnitState
+from srtd.launch import ExitStatus
+from srtd.supervisor import event_message
+
+EVENT_PANE = 12  # events shown under the table
+
+STATE_STYLE = {
+    UnitState.PENDING: "dim",
+    UnitState.WAITING: "yellow",
+    UnitState.STARTING: "cyan",
+    UnitState.READY: "green",
+    UnitState.EXITED: "red",
+    UnitState.BACKOFF: "red",
+    UnitState.STOPPING: "magenta",
+    UnitState.STOPPED: "dim",
+    UnitState.FAILED: "bold red",
+}
+
+
+def clock_time(ts: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts)) if ts is not None else "-"
+
+
+def event_line(event: Event) -> str:
+    message, fields = event_message(event)
+    extra = " ".join(f"{k}={v}" for k, v in fields.items())
+    return f"{clock_time(event.ts)} #{event.seq} {message}" + (f"  {extra}" if extra else "")
+
+
+def _last_event(view: JobView, name: str) -> str:
+    unit = view.units[name]
+    if unit.state is UnitState.WAITING and unit.waiting_on:
+        return f"{clock_time(unit.updated_at)} after {', '.join(unit.waiting_on)}"
+    text = clock_time(unit.updated_at)
+    if unit.reason and unit.state is not UnitState.READY:
+        text += f" {unit.reason}"
+    return text
+
+
+def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
+    title = f"{view.name or 'job'} (job {view.job_id or '?'}): {view.state.value}"
+    if view.exit_code is not None:
+        title += f", exit code {view.exit_code}"
+    table = Table(title=title, show_edge=False, expand=False)
+    table.add_column("unit", no_wrap=True)
+    for column in ("node", "state", "pid", "restarts", "ready after", "exit", "last event"):
+        table.add_column(column, overflow="fold")
+    names = [n for n in order if n in view.units] + [n for n in view.units if n not in order]
+    for name in names:
+        unit = view.units[name]
+        status = (
+            ExitStatus(unit.exit_code, unit.signal).describe()
+            if unit.exit_code is not None or unit.signal is not None
+            else "-"
+        )
+        ready = f"{unit.ready_seconds:.1f} s" if unit.ready_seconds is not None else "-"
+        table.add_row(
+            name,
+            unit.node or "-",
+            Text(unit.state.value, style=STATE_STYLE.get(unit.state, "")),
+            str(unit.pid) if unit.pid is not None else "-",
+            str(unit.restarts),
+            ready,
+            status,
+            _last_event(view, name),
+        )
+    return table
+
+
+def render_view(view: JobView, events: Sequence[Event], order: Sequence[str] = ()) -> RenderableType:
+    """The table, then the last `EVENT_PANE` events."""
+    recent = list(events)[-EVENT_PANE:]
+    pane = Text("\n".join(event_line(e) for e in recent) or "no events yet", no_wrap=True, overflow="ellipsis")
+    return Group(units_table(view, order), Panel(pane, title="events", title_align="left"))

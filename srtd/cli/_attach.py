@@ -1,0 +1,278 @@
+"""`srtd ps`, `attach`, `stop`, `restart`, `signal`, `tail`: thin clients of a job's socket."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from srtd.cli._main import cli
+from srtd.errors import AttachError
+
+if TYPE_CHECKING:
+    from srtd.events import Event
+
+REFRESH = 0.1  # seconds between redraws of the live view
+PIPE_WIDTH = 140  # columns when the output is not a terminal
+
+
+def console() -> Any:
+    """Rich output on stdout: the terminal's width, or `PIPE_WIDTH` into a pipe or file."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+def _choose(job: str | None) -> str:
+    """JOB as given, or the only running job of this user."""
+    from srtd.attach._client import running_jobs
+
+    if job is not None:
+        return job
+    jobs = running_jobs()
+    if len(jobs) == 1:
+        return jobs[0].socket
+    if not jobs:
+        raise AttachError("no running job of yours (srtd ps lists them)")
+    listing = "; ".join(f"{j.job_id} ({j.name}, {j.state})" for j in jobs)
+    raise AttachError(f"{len(jobs)} running jobs, name one: {listing}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line per job.")
+def ps(as_json: bool) -> None:
+    """This user's running jobs (those with a live attach socket)."""
+    from rich.table import Table
+
+    from srtd.attach._client import running_jobs
+    from srtd.attach._view import clock_time
+
+    jobs = running_jobs()
+    if as_json:
+        for job in jobs:
+            click.echo(json.dumps(job.as_json()))
+        return
+    if not jobs:
+        click.echo("no running jobs")
+        return
+    table = Table(show_edge=False)
+    for column in ("job", "name", "state", "started", "log dir"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(job.job_id, job.name, job.state, clock_time(job.started), job.log_dir)
+    console().print(table)
+
+
+@cli.command()
+@click.argument("job", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Stream the raw events (with --once: one snapshot object).")
+@click.option("--once", is_flag=True, help="Print the current state once and exit.")
+@click.option(
+    "--replay",
+    "replay",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Rebuild the view from LOG_DIR/events.jsonl instead of a live socket.",
+)
+def attach(job: str | None, as_json: bool, once: bool, replay: Path | None) -> None:
+    """Watch a running job live: units, their state and the latest events.
+
+    JOB is a job id, a log directory or a socket path; without it, this user's only
+    running job.  With --replay LOG_DIR, the same view from a (finished) job's journal.
+    """
+    if replay is not None:
+        if job is not None:
+            raise AttachError("give either JOB or --replay LOG_DIR, not both")
+        _replay(replay, as_json=as_json, once=once)
+        return
+    target = _choose(job)
+    if once:
+        _once(target, as_json=as_json)
+    elif as_json:
+        _stream_json(target)
+    else:
+        _live(target)
+
+
+def journal_of(log_dir: Path) -> list[Event]:
+    """The events of LOG_DIR/events.jsonl, or an `AttachError` that says what is wrong."""
+    from srtd.supervisor import JOURNAL_NAME, read_journal
+
+    path = log_dir / JOURNAL_NAME
+    try:
+        return read_journal(path)
+    except FileNotFoundError:
+        raise AttachError(f"{path}: no journal (is {log_dir} a job's log directory?)") from None
+    except (OSError, ValueError) as e:
+        raise AttachError(f"{path}: cannot read the journal: {e}") from None
+
+
+def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
+    from srtd.attach._protocol import snapshot_message
+    from srtd.attach._view import render_view
+    from srtd.events import JobView
+
+    events = journal_of(log_dir)
+    order = list((events[0].detail or {}).get("units", [])) if events else []
+    view = JobView.fold(events, order)
+    if as_json and once:
+        click.echo(json.dumps(snapshot_message(view, order)))
+    elif as_json:
+        for event in events:
+            click.echo(event.to_line(), nl=False)
+    else:
+        console().print(render_view(view, events, order))
+
+
+def _once(target: str, *, as_json: bool) -> None:
+    from srtd.attach._client import connect
+    from srtd.attach._protocol import event_of, view_of
+    from srtd.attach._view import render_view
+
+    with connect(target) as conn:
+        if as_json:
+            reply = conn.request("snapshot")
+            reply.pop("type", None)
+            click.echo(json.dumps(reply))
+            return
+        # from 0: the snapshot, then the journal up to it (for the event pane)
+        snapshot = conn.request("subscribe", from_seq=0)
+        view = view_of(snapshot)
+        events: list[Event] = []
+        for message in conn.messages() if view.seq else ():
+            if message.get("type") != "event":
+                break
+            events.append(event_of(message))
+            if events[-1].seq >= view.seq:
+                break
+    console().print(render_view(view, events, [u["name"] for u in snapshot["units"]]))
+
+
+def _subscription(target: str, from_seq: int | None) -> Any:
+    """Messages of a subscription; resumes where it left off when the job drops us."""
+    from srtd.attach._client import connect
+
+    seq = from_seq
+    while True:
+        with connect(target, timeout=None) as conn:
+            snapshot = conn.request("subscribe", **({"from_seq": seq} if seq is not None else {}))
+            yield snapshot
+            for message in conn.messages():
+                if message.get("type") == "overflow":
+                    seq = message.get("last_seq") or 0
+                    break
+                if message.get("type") == "event":
+                    seq = message["event"]["seq"]
+                yield message
+                if message.get("type") == "end":
+                    return
+            else:
+                return
+
+
+def _stream_json(target: str) -> None:
+    for message in _subscription(target, None):
+        if message.get("type") == "event":
+            sys.stdout.write(json.dumps(message["event"], separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+
+
+def _live(target: str) -> None:
+    from rich.live import Live
+
+    from srtd.attach._protocol import event_of
+    from srtd.attach._view import render_view
+    from srtd.events import JobView
+
+    out = console()
+    messages = _subscription(target, 0)
+    snapshot = next(messages)  # connection errors surface here, before the screen is taken
+    order: list[str] = [u["name"] for u in snapshot["units"]]
+    view = JobView.fold([], order)
+    events: list[Event] = []
+    last_draw = 0.0
+    with Live(render_view(view, events, order), console=out, auto_refresh=False, transient=False) as live:
+        for message in messages:
+            kind = message.get("type")
+            if kind == "event":
+                event = event_of(message)
+                if event.seq > view.seq:  # a resumed subscription may repeat the snapshot's events
+                    view.apply(event)
+                    events.append(event)
+            now = time.monotonic()
+            if now - last_draw >= REFRESH or kind == "end":
+                live.update(render_view(view, events, order), refresh=True)
+                last_draw = now
+        live.update(render_view(view, events, order), refresh=True)
+    out.line()  # the live display leaves the cursor at the end of its last line
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--wait", is_flag=True, help="Wait until the job has ended.")
+def stop(job: str, wait: bool) -> None:
+    """Stop JOB gracefully: the tiered teardown, as SIGTERM would."""
+    from srtd.attach._client import connect
+
+    with connect(job) as conn:
+        job_id = conn.hello.get("job_id")
+        conn.request("stop")
+    click.echo(f"stop requested: job {job_id}")
+    if wait:
+        state = "?"
+        for message in _subscription(job, None):
+            if message.get("type") == "end":
+                state = str(message.get("reason"))
+        click.echo(state)
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("unit")
+def restart(job: str, unit: str) -> None:
+    """Restart UNIT of JOB through its restart path (counted as a restart)."""
+    from srtd.attach._client import connect
+
+    with connect(job) as conn:
+        conn.request("restart", unit=unit)
+    click.echo(f"restart requested: {unit}")
+
+
+@cli.command(name="signal")
+@click.argument("job")
+@click.argument("unit")
+@click.argument("sig")
+def signal_cmd(job: str, unit: str, sig: str) -> None:
+    """Send signal SIG (a name like HUP or a number) to UNIT of JOB."""
+    from srtd.attach._client import connect
+
+    with connect(job) as conn:
+        reply = conn.request("signal", unit=unit, signal=sig)
+    click.echo(f"sent {reply.get('signal')} to {unit}")
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("unit")
+@click.option("-n", "--lines", default=50, show_default=True, help="How many of the last lines.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
+def tail(job: str, unit: str, lines: int, follow: bool) -> None:
+    """The last lines of UNIT's log in JOB (and, with -f, what follows)."""
+    from srtd.attach._client import connect
+
+    with connect(job, timeout=None if follow else 10.0) as conn:
+        reply = conn.request("tail", unit=unit, lines=lines, follow=follow)
+        for line in reply.get("lines", []):
+            click.echo(line)
+        if not follow:
+            return
+        for message in conn.messages():
+            if message.get("type") == "line":
+                click.echo(message.get("text", ""))
+            elif message.get("type") in ("end", "overflow"):
+                if message.get("type") == "overflow":
+                    raise AttachError("dropped: the log is written faster than this terminal reads it")
+                return
