@@ -241,7 +241,9 @@ async def test_teardown_by_tier_with_a_unit_that_ignores_sigterm(maker: PlanMake
     assert w_exit - term["w"] >= 0.3
     assert term["store"] >= w_exit  # tier 1 only once tier 0 is down
     assert abs(term["store"] - term["master"]) < 0.2  # one tier: SIGTERM at once
-    assert term["etcd"] - term["store"] >= 0.6  # store was waited for, then killed
+    # store was waited for, then killed.  Its mark is written when its handler runs, which
+    # can lag srtd's SIGTERM on a loaded machine, while the 0.6 s deadline runs from the send.
+    assert term["etcd"] - term["store"] >= 0.6 - 0.05
     assert [m["event"] for m in maker.marks("store")] == ["start", "signal"]  # no exit: SIGKILL
     store = result.view.units["store"]
     assert store.signal == signal.SIGKILL
