@@ -193,9 +193,15 @@ async def test_restarts_back_off_b_then_2b_and_keep_crashed_logs(maker: PlanMake
     exits = [m["t"] for m in marks if m["event"] == "exit" and m.get("code") == 3]
     assert len(starts) == 3
     assert len(exits) == 2
-    first_gap, second_gap = starts[1] - exits[0], starts[2] - exits[1]
-    assert b - 0.02 <= first_gap <= b + 0.1
-    assert 2 * b - 0.02 <= second_gap <= 2 * b + 0.1
+    # The delays srtd chose are exact; the gaps between the journal's exit and the next
+    # launch are bounded below by them (and above only generously: a loaded machine).
+    w_events = [e for e in result.events if e.unit == "w"]
+    assert [e.detail["delay"] for e in w_events if e.state == "backoff" and e.detail] == [b, 2 * b]
+    exited = [e.ts for e in w_events if e.state == "exited"]
+    launched = [e.ts for e in w_events if e.state == "starting"]
+    first_gap, second_gap = launched[1] - exited[0], launched[2] - exited[1]
+    assert b - 0.02 <= first_gap <= b + 1.0
+    assert 2 * b - 0.02 <= second_gap <= 2 * b + 1.0
     log = maker.log_dir / "w.log"
     assert (maker.log_dir / "w.log.1").read_text() == "attempt 0 up\n"
     assert (maker.log_dir / "w.log.2").read_text() == "attempt 1 up\n"
