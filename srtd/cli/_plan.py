@@ -37,6 +37,7 @@ def plan(
 
     Offline: no network and no Slurm are needed.
     """
+    from srtd.cli._submit import srtd_command
     from srtd.plan._render import dot, mermaid, sbatch_script
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
@@ -86,7 +87,7 @@ def plan(
             if inputs.cluster_file:
                 args += ["--cluster-config", str(inputs.cluster_file.resolve())]
             try:
-                script = sbatch_script(p, args)
+                script = sbatch_script(p, args, srtd=srtd_command())
             except PlanError as err:
                 raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
             click.echo(script, nl=False)
