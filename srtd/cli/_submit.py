@@ -156,7 +156,7 @@ def _job_fields(job_id: str) -> dict[str, str] | None:
         return None
     if done.returncode != 0:
         return None
-    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", done.stdout))
+    return {m.group(1): m.group(2) for m in re.finditer(r"(\w+)=(\S*)", done.stdout)}
 
 
 def _journal_end(log_dir: Path) -> tuple[str, int] | None:
