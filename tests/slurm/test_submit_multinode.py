@@ -74,7 +74,10 @@ def test_a_multinode_recipe_runs_as_named_steps_on_its_planned_nodes(
         # squeue --steps during the run, from another thread of the test (not of srtd)
         while not stop.is_set():
             done = subprocess.run(
-                ["squeue", "--noheader", "--format=%i %j", f"--name=e2e-{token}"], capture_output=True, text=True
+                ["squeue", "--noheader", "--format=%i %j", f"--name=e2e-{token}"],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             for line in done.stdout.splitlines():
                 job = line.split()[0]
@@ -95,7 +98,9 @@ def test_a_multinode_recipe_runs_as_named_steps_on_its_planned_nodes(
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(lines) == 1
     job = lines[0]
-    assert job["exit_code"] == 7 and job["name"] == f"e2e-{token}" and job["variant"] is None
+    assert job["exit_code"] == 7
+    assert job["name"] == f"e2e-{token}"
+    assert job["variant"] is None
     log_dir = Path(job["log_dir"])
     assert log_dir == tmp_path / "outputs" / job["job_id"] / "logs"
     assert (log_dir / "recipe.yaml").read_text() == recipe.read_text()  # frozen copy
@@ -138,7 +143,8 @@ def test_a_multinode_recipe_runs_as_named_steps_on_its_planned_nodes(
     # squeue --steps showed the planned step names while the job ran.
     assert set(planned) | {f"{crasher}_r1"} <= seen_steps, sorted(seen_steps)
     end = final_job_event(events)
-    assert end["state"] == "failed" and end["exit_code"] == 7
+    assert end["state"] == "failed"
+    assert end["exit_code"] == 7
     assert "terminal unit benchmark" in end["reason"]
     nothing_left(job["job_id"])  # type: ignore[operator]
     assert squeue_steps(job["job_id"]) == {}
