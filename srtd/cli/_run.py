@@ -153,10 +153,17 @@ def run(
         code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
     else:
         assert slurm_job is not None
+        addresses = plan.addresses
+        if recipe.suffix == ".json":
+            # A saved plan may have been made offline (node names as addresses): probes
+            # still go to what Slurm says each node's address is.
+            from srtd.launch import slurm_addresses
+
+            addresses = {**addresses, **slurm_addresses(list(plan.allocation))[0]}
         launcher = SlurmLauncher(
             job_id=slurm_job,
             log_dir=log_path,
-            addresses=plan.addresses,
+            addresses=addresses,
             early_warning=plan.teardown.early_warning_seconds,
         )
         code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)

@@ -274,13 +274,26 @@ class SlurmLauncher:
                     return
                 await anyio.sleep(_POLL)
 
+    async def job_state(self) -> str | None:
+        """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""
+        code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
+        return out.strip() or None if code == 0 else None
+
     async def sweep(self) -> None:
-        """Kill every step this launcher started that Slurm still lists, and wait until it is gone."""
+        """Kill every step this launcher started that Slurm still lists, and wait until it is gone.
+
+        Not while Slurm itself is ending the job (scancel, time limit): it is stopping
+        every step then, and refuses step signals; srtd must finish inside KillWait.
+        """
+        state = await self.job_state()
+        if state is not None and state != "RUNNING":
+            log.info("Slurm is ending the job; it stops the remaining steps itself", state=state)
+            return
         live = [h for h in self.handles if h.poll() is None]
         for handle in live:
             log.warning("stopping a leftover step", step=handle.step)
             await handle.kill()
-        with anyio.move_on_after(5.0):
+        with anyio.move_on_after(3.0):
             for handle in live:
                 await handle.wait()
         for handle in live:
