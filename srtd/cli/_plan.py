@@ -38,6 +38,7 @@ def plan(
     Offline: no network and no Slurm are needed.
     """
     from srtd.cli._submit import srtd_command
+    from srtd.launch import with_srun_lines
     from srtd.plan._render import dot, mermaid, sbatch_script
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
@@ -69,6 +70,7 @@ def plan(
     ]
     for p, loaded in zip(plans, inputs.recipes, strict=True):
         echo_warnings(plan_warnings(loaded, p))
+    plans = [with_srun_lines(p) for p in plans]  # Slurm plans: each unit's exact srun line
     if as_json:
         if every:
             click.echo(json.dumps([p.to_json() for p in plans], indent=2))

@@ -145,6 +145,10 @@ def run(
             raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
     else:
         plan = _plan_recipe(recipe, variant, cluster_config, local, job_id, log_dir)
+    if not local:
+        from srtd.launch import with_srun_lines
+
+        plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
     log_path = _prepare_log_dir(plan)
     _local_path()
     console = JsonConsole() if as_json else None

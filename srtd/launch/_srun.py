@@ -28,7 +28,7 @@ import shlex
 from pathlib import Path
 
 from srtd.errors import LaunchError
-from srtd.unit import Unit
+from srtd.unit import Plan, Unit
 
 STEP_DIR = ".srtd-steps"  # under the log dir: where each step's wrapper records its id
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -64,9 +64,7 @@ def wrapper_script(unit: Unit, *, attempt: int, record: Path | None) -> str:
     if record is not None:
         # `$SLURM_PROCID` stays outside the quotes so each task writes its own temp file.
         tmp_word = q(str(record.with_name(record.name + ".tmp-"))) + '"$SLURM_PROCID"'
-        lines.append(
-            f'printf \'%s.%s\\n\' "$SLURM_JOB_ID" "$SLURM_STEP_ID" > {tmp_word} && mv -f {tmp_word} {q(str(record))}'
-        )
+        lines.append(f'echo "$SLURM_JOB_ID.$SLURM_STEP_ID" > {tmp_word} && mv -f {tmp_word} {q(str(record))}')
     for name, value in unit_environment(unit, attempt).items():
         lines.append(f"export {name}={q(value)}")
     if unit.unset_env:
@@ -157,3 +155,12 @@ def srun_line(unit: Unit, *, job_id: str, log_dir: Path | str, attempt: int = 0)
     record = step_file(log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None
     argv = srun_argv(unit, job_id=job_id, attempt=attempt, log_path=log_path, record=record)
     return shlex.join(shell_less_prefix(unit, attempt) + argv)
+
+
+def with_srun_lines(plan: Plan, job_id: str | None = None) -> Plan:
+    """The plan with each unit's srun line (`Plan.srun_lines`); a local plan as it is."""
+    if plan.local:
+        return plan
+    job = job_id or plan.job_id
+    lines = {u.name: srun_line(u, job_id=job, log_dir=plan.log_dir) for u in plan.units}
+    return plan.model_copy(update={"srun_lines": lines})

@@ -23,7 +23,7 @@ from tests.supervisor.helpers import leftover_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SCRIPT = ROOT / "scripts" / "slurm-dev-cluster"
-CLUSTER_CONFIG = ROOT / "recipes" / "slurm-dev" / "srtslurm.yaml"
+CLUSTER_CONFIG = ROOT / "scripts" / "slurm-dev.srtslurm.yaml"
 PROC = Path(__file__).resolve().parent / "proc.py"
 IN_SESSION = os.environ.get("SRTD_TEST_SLURM") == "1"
 
