@@ -99,6 +99,8 @@ class SlurmHandle:
         self.messages = launcher.log_dir / STEP_DIR / f"{step}.srun"
         self._child = ChildProcess(popen)
         self._step_id: str | None = None
+        self._settled = False
+        self._lock = anyio.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -119,7 +121,14 @@ class SlurmHandle:
         return None if status is None else _status_of(status)
 
     async def wait(self) -> ExitStatus:
-        return _status_of(await self._child.wait())
+        status = await self._child.wait()
+        if status.signal is not None and not self._settled:
+            # The srun client itself was killed: its step (and task) may live on.
+            async with self._lock:
+                if not self._settled:
+                    await self.launcher.end_orphan(self)
+                    self._settled = True
+        return _status_of(status)
 
     async def find_step(self) -> str | None:
         """The step id from the wrapper's record, else from squeue by the step's (unique) name."""
@@ -278,6 +287,20 @@ class SlurmLauncher:
         """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""
         code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
         return out.strip() or None if code == 0 else None
+
+    async def end_orphan(self, handle: SlurmHandle) -> None:
+        """The srun client died: kill its step and wait (bounded) until Slurm no longer lists it."""
+        step = await handle.find_step()
+        if step is None:
+            return
+        log.warning("an srun client died; killing its step", step=handle.step, step_id=step)
+        with anyio.move_on_after(_SWEEP_WAIT):
+            while True:
+                await self.scancel(step, _signal.SIGKILL)
+                steps = await list_steps(self.job_id, self.squeue)
+                if steps is None or step not in steps:
+                    return
+                await anyio.sleep(0.3)
 
     async def sweep(self) -> None:
         """Kill every step this launcher started that Slurm still lists, and wait until it is gone.
