@@ -64,7 +64,7 @@ class Submission:
 
     @property
     def real_log_dir(self) -> str:
-        return self.log_dir.replace(JOB_SLOT, self.job_id or JOB_SLOT)
+        return self.log_dir.replace(JOB_SLOT, self.job_id or "<job_id>")
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {
