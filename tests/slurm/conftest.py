@@ -161,6 +161,49 @@ def run_script(plan: Path, nodes: int, *, time_limit: str = "5", signal: str | N
     return "\n".join(lines) + "\n"
 
 
+def proc_command(token: str, record: Path, *args: str) -> str:
+    """proc.py's argv as a YAML flow list."""
+    words = [sys.executable, str(PROC), "--record", str(record), "--token", token, *args]
+    return "[" + ", ".join(json.dumps(w) for w in words) + "]"
+
+
+def custom_job(
+    name: str,
+    token: str,
+    record: Path,
+    *,
+    worker_args: tuple[str, ...] = (),
+    registry_args: tuple[str, ...] = (),
+    role_extra: str = "",
+    services: str = "",
+    benchmark: str = "{type: manual}",
+) -> str:
+    """A recipe of proc.py units: two custom workers on two nodes and an infra service `registry`."""
+    return f"""\
+schema: 2
+name: {name}-{token}
+model: {{path: /models/none, container: none, precision: bf16}}
+resources: {{gpu_type: cpu, gpus_per_node: 2}}
+engine:
+  type: custom
+  command: {proc_command(token, record, *worker_args)}
+  health:
+    log: {{pattern: "^ready"}}
+    timeout_seconds: 60
+roles:
+  agg: {{nodes: 2, workers: 2, gpus: 2{role_extra}}}
+frontend: {{type: none}}
+observability: {{tachometer: {{enabled: false}}}}
+services:
+  - name: registry
+    command: {proc_command(token, record, *registry_args)}
+    start: infra
+    placement: {{node: infra}}
+    readiness: {{log: {{pattern: "^ready"}}}}
+{services}benchmark: {benchmark}
+"""
+
+
 @pytest.fixture
 def token() -> str:
     return "srtdslurm" + uuid.uuid4().hex[:12]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,11 +9,12 @@ from typing import Any
 import pytest
 
 from tests.slurm.conftest import (
-    PROC,
+    custom_job,
     final_job_event,
     job_state,
     journal,
     plan_job,
+    proc_command,
     run_script,
     sbatch,
     wait_for,
@@ -24,34 +24,14 @@ pytestmark = pytest.mark.usefixtures("slurm")
 
 
 def recipe(token: str, record: Path, srun_options: str = "{}") -> str:
-    proc = f"[{sys.executable}, {PROC}, --record, {record}, --token, {token}"
-    return f"""\
-schema: 2
-name: refused-{token}
-model: {{path: /models/none, container: none, precision: bf16}}
-resources: {{gpu_type: cpu, gpus_per_node: 2}}
-engine:
-  type: custom
-  command: {proc}]
-  health:
-    log: {{pattern: "^ready"}}
-roles:
-  agg: {{nodes: 2, workers: 2, gpus: 2}}
-frontend: {{type: none}}
-observability: {{tachometer: {{enabled: false}}}}
-services:
-  - name: registry
-    command: {proc}]
-    start: infra
-    placement: {{node: infra}}
-    readiness: {{log: {{pattern: "^ready"}}}}
+    odd = f"""\
   - name: odd
-    command: {proc}]
+    command: {proc_command(token, record)}
     placement: {{node: head}}
     critical: true
     srun_options: {srun_options}
-benchmark: {{type: manual}}
 """
+    return custom_job("refused", token, record, services=odd)
 
 
 def run_refused(

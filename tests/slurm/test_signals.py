@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +11,12 @@ from typing import Any
 import pytest
 
 from tests.slurm.conftest import (
-    PROC,
+    custom_job,
     final_job_event,
     job_state,
     journal,
     plan_job,
+    proc_command,
     run_script,
     sbatch,
     unit_finals,
@@ -30,38 +30,18 @@ TERMINATE_TIMEOUT = 3.0
 
 def tiers_recipe(token: str, record: Path) -> str:
     """Units in three tiers on two nodes; `stubborn` ignores SIGTERM; the job runs until stopped."""
-    proc = f"[{sys.executable}, {PROC}, --record, {record}, --token, {token}"
-    return f"""\
-schema: 2
-name: tiers-{token}
-model: {{path: /models/none, container: none, precision: bf16}}
-resources: {{gpu_type: cpu, gpus_per_node: 2}}
-engine:
-  type: custom
-  command: {proc}, --term-delay, "0.5"]
-  health:
-    log: {{pattern: "^ready"}}
-roles:
-  agg: {{nodes: 2, workers: 2, gpus: 2}}
-frontend: {{type: none}}
-observability: {{tachometer: {{enabled: false}}}}
-services:
-  - name: registry
-    command: {proc}]
-    start: infra
-    placement: {{node: infra}}
-    readiness: {{log: {{pattern: "^ready"}}}}
+    services = f"""\
   - name: store
-    command: {proc}]
+    command: {proc_command(token, record)}
     start: before_workers
     placement: {{node: workers}}
     readiness: {{log: {{pattern: "^ready"}}}}
   - name: stubborn
-    command: {proc}, --ignore-term]
+    command: {proc_command(token, record, "--ignore-term")}
     placement: {{node: head}}
     readiness: {{log: {{pattern: "^ready"}}}}
-benchmark: {{type: manual}}
 """
+    return custom_job("tiers", token, record, worker_args=("--term-delay", "0.5"), services=services)
 
 
 def short_timeouts(plan: dict[str, Any]) -> None:
@@ -86,7 +66,7 @@ def start_job(
         except (OSError, ValueError):
             return False
 
-    wait_for("the job to be running", running, timeout=90)
+    wait_for("the job to be running", running, timeout=180)
     return job, log_dir, record
 
 
@@ -170,7 +150,7 @@ def test_the_early_warning_starts_the_teardown_before_the_time_limit(
         plan["teardown"]["early_warning_seconds"] = 45
 
     job, log_dir, _ = start_job(tmp_path, token, edit=edit, time_limit="1", signal="B:USR1@45")
-    state = wait_gone(job, timeout=120)
+    state = wait_gone(job, timeout=180)
     assert state["JobState"] != "TIMEOUT", state
     assert state["ExitCode"] == "138:0", state
     end = final_job_event(journal(log_dir))

@@ -14,8 +14,10 @@ import pytest
 from tests.slurm.conftest import (
     CLUSTER_CONFIG,
     PROC,
+    custom_job,
     final_job_event,
     journal,
+    proc_command,
     squeue_steps,
     srtd,
 )
@@ -24,40 +26,23 @@ pytestmark = pytest.mark.usefixtures("slurm")
 
 
 def recipe_text(token: str, record: Path, bench_code: int) -> str:
-    proc = f"[{sys.executable}, {PROC}, --record, {record}, --token, {token}"
-    return f"""\
-schema: 2
-name: e2e-{token}
-model: {{path: /models/none, container: none, precision: bf16}}
-resources: {{gpu_type: cpu, gpus_per_node: 2}}
-engine:
-  type: custom
-  command: {proc}, --host, "{{host}}", --index, "{{index}}", --crash-index, "1"]
-  health:
-    log: {{pattern: "^ready"}}
-    timeout_seconds: 60
-roles:
-  agg:
-    nodes: 2
-    workers: 2
-    gpus: 2
-    restart: {{policy: on-failure, max_restarts: 2, backoff_seconds: 1}}
-frontend: {{type: none}}
-observability: {{tachometer: {{enabled: false}}}}
-services:
-  - name: registry
-    command: {proc}, --host, "{{node_ip}}"]
-    start: infra
-    placement: {{node: infra}}
-    readiness: {{log: {{pattern: "^ready"}}}}
+    sidecar = f"""\
   - name: sidecar
-    command: {proc}, --host, "{{node_ip}}"]
+    command: {proc_command(token, record, "--host", "{node_ip}")}
     placement: {{node: workers}}
     readiness: {{log: {{pattern: "^ready"}}}}
-benchmark:
-  type: custom
-  command: "{sys.executable} {PROC} --record {record} --token {token} --exit-after 4 --code {bench_code}"
 """
+    bench = f"{sys.executable} {PROC} --record {record} --token {token} --exit-after 4 --code {bench_code}"
+    return custom_job(
+        "e2e",
+        token,
+        record,
+        worker_args=("--host", "{host}", "--index", "{index}", "--crash-index", "1"),
+        registry_args=("--host", "{node_ip}"),
+        role_extra=", restart: {policy: on-failure, max_restarts: 2, backoff_seconds: 1}",
+        services=sidecar,
+        benchmark=f"{{type: custom, command: {json.dumps(bench)}}}",
+    )
 
 
 def test_a_multinode_recipe_runs_as_named_steps_on_its_planned_nodes(

@@ -1,0 +1,46 @@
+"""Inside an allocation `srtd run` launches steps; `--local` still keeps everything on this node."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.conftest import CLUSTER_CONFIG, custom_job, final_job_event, job_state, journal, sbatch, wait_for
+
+pytestmark = pytest.mark.usefixtures("slurm")
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_run_in_an_allocation_uses_steps_unless_local(
+    local: bool, tmp_path: Path, token: str, nothing_left: Callable[[str], None]
+) -> None:
+    record = tmp_path / "record"
+    recipe = tmp_path / "r.yaml"
+    bench = f"{sys.executable} -c 'import os; print(os.environ.get(\\\"SLURM_STEP_ID\\\"))'"
+    recipe.write_text(custom_job("runlocal", token, record, benchmark=f'{{type: custom, command: "{bench}"}}'))
+    flag = " --local" if local else ""
+    script = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --nodelist=node[1-2]\n"
+        f"exec {sys.executable} -m srtd run {recipe}{flag} --cluster-config {CLUSTER_CONFIG}"
+        f" --log-dir {tmp_path}/logs\n"
+    )
+    job = sbatch(script, tmp_path)
+    wait_for(f"job {job} to end", lambda: job_state(job).get("JobState") not in ("RUNNING", "PENDING", "COMPLETING"))
+    log_dir = tmp_path / "logs"
+    assert final_job_event(journal(log_dir))["exit_code"] == 0
+    plan = json.loads((log_dir / "plan.json").read_text())
+    starts = {p.name: json.loads(p.read_text()) for p in record.glob("*.start")}
+    assert plan["local"] is local
+    if local:
+        assert "srun_lines" not in plan
+        assert all(s["step_name"] != name.removesuffix(".0.start") for name, s in starts.items())
+        assert (log_dir / "benchmark.out").read_text().strip() == "None"  # not a step
+    else:
+        assert set(plan["srun_lines"]) == {u["name"] for u in plan["units"]}
+        assert all(s["step_name"] == name.removesuffix(".0.start") for name, s in starts.items())
+        assert (log_dir / "benchmark.out").read_text().strip().isdigit()
+    nothing_left(job)
