@@ -32,7 +32,7 @@ def main() -> int:
     p.add_argument("--term-delay", type=float, default=0.0)
     p.add_argument("--exit-after", type=float, default=None)
     p.add_argument("--code", type=int, default=0)
-    args = p.parse_args()
+    args, _ = p.parse_known_args()  # extra words (hostile values in tests) are only recorded
     record = Path(args.record)
     record.mkdir(parents=True, exist_ok=True)
     unit = os.environ.get("SRTD_UNIT", "?")
@@ -53,6 +53,8 @@ def main() -> int:
         "step_name": os.environ.get("SLURM_JOB_NAME"),
         "host": args.host,
         "pid": os.getpid(),
+        "argv": sys.argv[1:],
+        "env": {k: v for k, v in os.environ.items() if k.startswith("H_")},
         "t": time.time(),
     }
     (stem.parent / (stem.name + ".start")).write_text(json.dumps(info))

@@ -1,4 +1,4 @@
-"""Inside an allocation `srtd run` launches steps; `--local` still keeps everything on this node."""
+"""Inside an allocation `srtd run` launches steps (`--local` keeps everything on the node); values reach them intact."""
 
 from __future__ import annotations
 
@@ -6,10 +6,21 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.slurm.conftest import CLUSTER_CONFIG, custom_job, final_job_event, job_state, journal, sbatch, wait_for
+from tests.slurm.conftest import (
+    CLUSTER_CONFIG,
+    custom_job,
+    final_job_event,
+    job_state,
+    journal,
+    plan_job,
+    run_script,
+    sbatch,
+    wait_for,
+)
 
 pytestmark = pytest.mark.usefixtures("slurm")
 
@@ -43,4 +54,34 @@ def test_run_in_an_allocation_uses_steps_unless_local(
         assert set(plan["srun_lines"]) == {u["name"] for u in plan["units"]}
         assert all(s["step_name"] == name.removesuffix(".0.start") for name, s in starts.items())
         assert (log_dir / "benchmark.out").read_text().strip().isdigit()
+    nothing_left(job)
+
+
+HOSTILE = "$(touch {canary}) `touch {canary}` 'single' \"double\" two  spaces\nsecond line; touch {canary} #"
+
+
+def test_hostile_values_reach_a_step_exactly_through_real_srun(
+    tmp_path: Path, token: str, nothing_left: Callable[[str], None]
+) -> None:
+    canary = tmp_path / "pwned"
+    value = HOSTILE.replace("{canary}", str(canary))
+
+    def hostile(plan: dict[str, Any]) -> None:
+        for unit in plan["units"]:
+            if unit["name"] == "service_registry":
+                unit["env"] = {**unit["env"], "H_VALUE": value, "H_EMPTY": ""}
+                unit["argv"] = [*unit["argv"], value, f"--x={value}"]
+
+    record = tmp_path / "record"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(custom_job("hostile", token, record, benchmark="{type: custom, command: 'true'}"))
+    plan = plan_job(recipe, tmp_path, "node[1-2]", tmp_path / "logs", hostile)
+    job = sbatch(run_script(plan, 2), tmp_path, "--nodelist=node[1-2]")
+    wait_for(f"job {job} to end", lambda: job_state(job).get("JobState") not in ("RUNNING", "PENDING", "COMPLETING"))
+    assert final_job_event(journal(tmp_path / "logs"))["exit_code"] == 0
+    got = json.loads((record / "service_registry.0.start").read_text())
+    assert got["step_name"] == "service_registry"
+    assert got["env"] == {"H_VALUE": value, "H_EMPTY": ""}
+    assert got["argv"][-2:] == [value, f"--x={value}"]
+    assert not canary.exists()
     nothing_left(job)
