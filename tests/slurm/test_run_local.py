@@ -85,3 +85,11 @@ def test_hostile_values_reach_a_step_exactly_through_real_srun(
     assert got["argv"][-2:] == [value, f"--x={value}"]
     assert not canary.exists()
     nothing_left(job)
+
+
+def test_addresses_are_slurms_node_addr_and_nodes_on_one_host_share_ports() -> None:
+    from srtd.launch import slurm_addresses
+
+    addresses, shared = slurm_addresses(["node1", "node2", "node3"])
+    assert addresses == {"node1": "127.0.0.2", "node2": "127.0.0.3", "node3": "127.0.0.4"}
+    assert shared  # one NodeHostName
