@@ -12,9 +12,12 @@
   --signal=KILL <job>.<step>`.  scancel's exit status is ignored (22.05 exits 225 after
   delivering): the step ending, seen as srun's exit, is the truth.  Before the step id
   is known the signal goes to the srun client (which forwards it).
-- No step outlives srtd: on leaving the launcher every step it started that Slurm still
-  lists (`squeue --steps`) is killed with scancel and waited for.  An srun client that
-  died is not proof that its step did.
+- An srun client that died is not proof that its step did: when the client was killed
+  by a signal, `wait` kills its step and returns only once Slurm no longer lists it
+  (so a restart never runs beside the old task).  No step outlives srtd: on leaving
+  the launcher every step it started that Slurm still lists (`squeue --steps`) is
+  killed with scancel and waited for.  Both leave the steps to Slurm while Slurm is
+  ending the job itself (scancel, time limit), so srtd finishes inside KillWait.
 - Addresses come from the caller (`scontrol show node` NodeAddr, looked up once per job
   by `slurm_addresses`).
 """
@@ -293,6 +296,9 @@ class SlurmLauncher:
         step = await handle.find_step()
         if step is None:
             return
+        state = await self.job_state()
+        if state is not None and state != "RUNNING":
+            return  # Slurm is ending the job and every step with it (see `sweep`)
         log.warning("an srun client died; killing its step", step=handle.step, step_id=step)
         with anyio.move_on_after(_SWEEP_WAIT):
             while True:
