@@ -1,6 +1,7 @@
-"""Developer sessions: `nox` runs lint, typecheck and tests; `nox -s dynamo` the real Dynamo stack.
+"""Developer sessions: `nox` runs lint, typecheck and tests; `nox -s dynamo` the real Dynamo
+stack; `nox -s slurm` the Slurm tests on a real dev cluster.
 
-CI (.ci/run) runs both.
+CI (.ci/run) runs all three.
 """
 
 from __future__ import annotations
@@ -164,3 +165,14 @@ def _write_env_file(dynamo_venv: Path, aiperf_venv: Path, binaries: dict[str, st
         f"export PATH={dynamo_venv / 'bin'}:$PATH\n"
         f"export SRTD_BINARIES='{json.dumps(settings)}'\n"
     )
+
+
+@nox.session(python=PYTHON)
+def slurm(session: nox.Session) -> None:
+    """The Slurm tests (tests/slurm) on a real 4-node dev cluster, brought up first (needs root).
+
+    Fails, never skips, when the cluster cannot start: the script says why.
+    """
+    session.install("-e", ".[dev]")
+    session.run("scripts/slurm-dev-cluster", "up", "4", external=True)
+    session.run("pytest", "-q", "tests/slurm", *session.posargs, env={"SRTD_TEST_SLURM": "1"})

@@ -88,6 +88,10 @@ class Cluster(BaseSettings):
     `aiperf`: the aiperf benchmark's command (default `aiperf`; may be `python3 -m aiperf`)."""
     kill_wait_seconds: int = 30
     """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
+    shared_port_space: bool = False
+    """Nodes share one host's ports (several Slurm nodes on one machine): no two listeners
+    of the job get the same port.  srtd run also turns it on when two nodes of the
+    allocation resolve to one host."""
     early_warning_seconds: int | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None

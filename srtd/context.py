@@ -36,6 +36,7 @@ class PlanContext:
     nodes: NodeMap
     gpus_per_node: int
     addresses: dict[str, str] = field(default_factory=dict)
+    shared_ports: bool = False  # every node's listeners share one port space (local, or nodes on one host)
     ports: PortAllocator = field(default_factory=PortAllocator)
     endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)
     processes: dict[str, list[Process]] = field(default_factory=dict)

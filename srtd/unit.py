@@ -296,6 +296,16 @@ class Plan(_Frozen):
     sbatch: Sbatch | None = None
     files: dict[str, str] = Field(default_factory=dict)  # generated config files: path -> content
     warnings: tuple[str, ...] = ()
+    # unit -> the exact srun line `srtd run` executes for its first attempt (Slurm plans
+    # shown by `srtd plan` / saved by `srtd run`); left out of the JSON while empty.
+    srun_lines: dict[str, str] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_lines(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("srun_lines"):
+            data.pop("srun_lines", None)
+        return data
 
     def unit(self, name: str) -> Unit:
         for unit in self.units:

@@ -37,6 +37,8 @@ def plan(
 
     Offline: no network and no Slurm are needed.
     """
+    from srtd.cli._submit import srtd_command
+    from srtd.launch import with_srun_lines
     from srtd.plan._render import dot, mermaid, sbatch_script
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
@@ -68,6 +70,7 @@ def plan(
     ]
     for p, loaded in zip(plans, inputs.recipes, strict=True):
         echo_warnings(plan_warnings(loaded, p))
+    plans = [with_srun_lines(p) for p in plans]  # Slurm plans: each unit's exact srun line
     if as_json:
         if every:
             click.echo(json.dumps([p.to_json() for p in plans], indent=2))
@@ -86,7 +89,7 @@ def plan(
             if inputs.cluster_file:
                 args += ["--cluster-config", str(inputs.cluster_file.resolve())]
             try:
-                script = sbatch_script(p, args)
+                script = sbatch_script(p, args, srtd=srtd_command())
             except PlanError as err:
                 raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
             click.echo(script, nl=False)

@@ -65,6 +65,7 @@ def command_line(unit: Unit) -> str:
 
 
 def render_plan(plan: Plan, console: Console) -> None:
+    """Units show their command; under Slurm the exact srun line `srtd run` executes."""
     where = "local (this machine)" if plan.local else "Slurm"
     console.print(Text(f"{plan.name}", style="bold"), Text(f"  job {plan.job_id} · {where} · logs {plan.log_dir}"))
     if plan.variant:
@@ -83,7 +84,7 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print()
         console.print(Text(f"── {phase} ", style="bold magenta"))
         for unit in members:
-            _render_unit(unit, console)
+            _render_unit(unit, console, plan.srun_lines.get(unit.name))
     console.print()
     budget = plan.teardown
     tiers = ", ".join(f"tier {t}: {s:g} s" for t, s in budget.tiers.items())
@@ -101,7 +102,7 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print(f"writes: {path}")
 
 
-def _render_unit(unit: Unit, console: Console) -> None:
+def _render_unit(unit: Unit, console: Console, srun_line: str | None) -> None:
     head = Text("● ", style="green" if unit.critical else "dim")
     head.append(unit.name, style="bold")
     head.append(f"  {unit.kind.value} on {','.join(unit.nodes)}")
@@ -132,4 +133,4 @@ def _render_unit(unit: Unit, console: Console) -> None:
         console.print(f"    image: {unit.container.image}", highlight=False)
     if unit.run_timeout:
         console.print(f"    killed after {unit.run_timeout:g} s", highlight=False)
-    console.print(Text("    $ ", style="dim") + Text(command_line(unit)), soft_wrap=True, highlight=False)
+    console.print(Text("    $ ", style="dim") + Text(srun_line or command_line(unit)), soft_wrap=True, highlight=False)

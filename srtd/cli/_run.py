@@ -59,6 +59,54 @@ def _local_path() -> None:
         os.environ["PATH"] = os.pathsep.join([*parts, here])
 
 
+def _plan_recipe(
+    recipe: Path,
+    variant: str | None,
+    cluster_config: Path | None,
+    local: bool,
+    job_id: str | None,
+    log_dir: str | None,
+) -> Plan:
+    """The plan of one recipe for this machine, or for the allocation srtd runs in."""
+    from srtd.launch import slurm_addresses
+
+    inputs = read_inputs(
+        recipe,
+        variant=variant,
+        nodes_text=None,
+        cluster_config=cluster_config,
+        local=local,
+        job_id=job_id,
+        log_dir=log_dir,
+        default_job_id=_local_job_id(),
+    )
+    if len(inputs.recipes) > 1:
+        names = ", ".join(r.variant or "?" for r in inputs.recipes)
+        raise UsageError(f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant")
+    addresses: dict[str, str] = {}
+    shared = False
+    if not local:
+        if not inputs.nodes:
+            raise LaunchError("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: cannot tell the allocation's nodes")
+        # Looked up once per job: every {node_ip}, probe target and endpoint uses these.
+        addresses, shared = slurm_addresses(inputs.nodes)
+
+    def build(where: str | None) -> Plan:
+        return located_plan(
+            inputs.recipes[0],
+            inputs.cluster,
+            nodes=inputs.nodes,
+            job_id=inputs.job_id,
+            local=local,
+            log_dir=where,
+            addresses=addresses,
+            shared_ports=shared,
+        )
+
+    # Resolve the log dir first so every path in the plan is absolute.
+    return build(str(Path(build(log_dir).log_dir).resolve()))
+
+
 @cli.command()
 @click.argument("recipe", type=click.Path(path_type=Path))
 @plan_options
@@ -81,53 +129,46 @@ def run(
     SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
     """
     from srtd.attach._server import serve
-    from srtd.launch import LocalLauncher
+    from srtd.launch import LocalLauncher, SlurmLauncher
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
     if nodes_text:
         raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
-    in_allocation = bool(os.environ.get("SLURM_JOB_ID"))
-    local = local or not in_allocation
-    if not local:
-        raise LaunchError(
-            "inside a Slurm allocation srtd launches units as Slurm steps, which this release cannot do yet; "
-            "run with --local to use this machine only"
-        )
+    slurm_job = os.environ.get("SLURM_JOB_ID") or None
+    local = local or slurm_job is None
     if recipe.suffix == ".json":
         plan = _load_plan_file(recipe)
-        if not plan.local:
+        if plan.local and not local:
+            raise UsageError(f"{recipe} was planned for this machine; run it with --local, or plan it for Slurm")
+        if local and not plan.local:
             raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
     else:
-        inputs = read_inputs(
-            recipe,
-            variant=variant,
-            nodes_text=nodes_text,
-            cluster_config=cluster_config,
-            local=True,
-            job_id=job_id,
-            log_dir=log_dir,
-            default_job_id=_local_job_id(),
-        )
-        if len(inputs.recipes) > 1:
-            names = ", ".join(r.variant or "?" for r in inputs.recipes)
-            raise UsageError(f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant")
-        # Resolve the log dir first so every path in the plan is absolute.
-        draft = located_plan(inputs.recipes[0], inputs.cluster, job_id=inputs.job_id, local=True, log_dir=log_dir)
-        plan = located_plan(
-            inputs.recipes[0],
-            inputs.cluster,
-            job_id=inputs.job_id,
-            local=True,
-            log_dir=str(Path(draft.log_dir).resolve()),
-        )
+        plan = _plan_recipe(recipe, variant, cluster_config, local, job_id, log_dir)
+    if not local:
+        from srtd.launch import with_srun_lines
+
+        plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
     log_path = _prepare_log_dir(plan)
     _local_path()
-    code = supervise(
-        plan,
-        LocalLauncher(),
-        log_dir=log_path,
-        console=JsonConsole() if as_json else None,
-        services=[serve],  # the attach socket (srtd attach, ps, stop, restart, tail)
-    )
+    console = JsonConsole() if as_json else None
+    services = [serve]  # the attach socket (srtd attach, ps, stop, restart, tail)
+    if local:
+        code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
+    else:
+        assert slurm_job is not None
+        addresses = plan.addresses
+        if recipe.suffix == ".json":
+            # A saved plan may have been made offline (node names as addresses): probes
+            # still go to what Slurm says each node's address is.
+            from srtd.launch import slurm_addresses
+
+            addresses = {**addresses, **slurm_addresses(list(plan.allocation))[0]}
+        launcher = SlurmLauncher(
+            job_id=slurm_job,
+            log_dir=log_path,
+            addresses=addresses,
+            early_warning=plan.teardown.early_warning_seconds,
+        )
+        code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
     raise SystemExit(code)

@@ -91,6 +91,9 @@ class FakeHandle:
             self._launcher.ends.append((self.unit, self.attempt, status, self._launcher.clock.now()))
             self._exited.set()
 
+    def poll(self) -> ExitStatus | None:
+        return self.status
+
     async def wait(self) -> ExitStatus:
         await self._exited.wait()
         assert self.status is not None

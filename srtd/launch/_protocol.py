@@ -3,9 +3,9 @@
 The supervisor never touches a pid, a pipe or `srun` itself.  A launcher turns a
 `Unit` into a running attempt and hands back a `Handle`; the handle is awaited for
 the exit and used to signal the attempt.  `LocalLauncher` runs children on this
-machine; a `SlurmLauncher` fits the same shape: `start` spawns `srun --job-name=...`
+machine; `SlurmLauncher` fits the same shape: `start` spawns `srun --job-name=...`
 (the handle waits for the srun client), `signal` is `scancel --signal=<SIG> --full
-<job>.<step>`, `kill` is `scancel --signal=KILL`, `address` resolves a node name.
+<job>.<step>`, `kill` is `scancel --signal=KILL`, `address` is the node's NodeAddr.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ class Handle(Protocol):
     @property
     def pid(self) -> int | None:
         """The local pid that represents the attempt (the srun client under Slurm), if any."""
+        ...
+
+    def poll(self) -> ExitStatus | None:
+        """How the attempt ended if that is already known, else None.  Never blocks."""
         ...
 
     async def wait(self) -> ExitStatus:

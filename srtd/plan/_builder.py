@@ -110,9 +110,11 @@ def build_plan(
     local: bool = False,
     log_dir: str | None = None,
     addresses: dict[str, str] | None = None,
+    shared_ports: bool = False,
 ) -> Plan:
     """Every unit of the job, offline.  Same inputs, same plan, same JSON bytes."""
     cluster = cluster or Cluster()
+    one_port_space = local or shared_ports or cluster.shared_port_space
     loaded = source if isinstance(source, LoadedRecipe) else None
     recipe = source.recipe if isinstance(source, LoadedRecipe) else source
     if loaded is not None:
@@ -139,7 +141,8 @@ def build_plan(
         nodes=nodemap,
         gpus_per_node=gpn,
         addresses=dict(addresses or {}),
-        ports=PortAllocator(local=local, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}),
+        shared_ports=one_port_space,
+        ports=PortAllocator(local=one_port_space, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}),
     )
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
     mode = mode or WorkerMode("direct", recipe.disaggregated)
@@ -402,10 +405,14 @@ def _port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[E
     problems = []
     for unit in units:
         for port in dict.fromkeys(unit.ports.values()):
-            key = ("" if ctx.local else unit.node, port)
+            key = ("" if ctx.shared_ports else unit.node, port)
             other = owners.get(key)
             if other is not None and other.name != unit.name:
-                where = "this machine (local mode: every node is this one)" if ctx.local else unit.node
+                where = unit.node
+                if ctx.local:
+                    where = "this machine (local mode: every node is this one)"
+                elif ctx.shared_ports:
+                    where = "the shared port space (the nodes share one host)"
                 # blame the service that was written later (or the only service of the two)
                 service = _owner(unit, services) or _owner(other, services)
                 path = _port_path(service, port) if service is not None else ""

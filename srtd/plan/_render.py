@@ -82,7 +82,15 @@ _SBATCH_KEYS = {
 }
 
 
-def sbatch_script(plan: Plan, run_args: Sequence[str], *, srtd: str = "srtd") -> str:
+def _word(arg: str) -> str:
+    """shlex.quote, except that `${SLURM_JOB_ID}` stays expandable (srtd submit's frozen paths)."""
+    slot = "${SLURM_JOB_ID}"
+    if slot not in arg:
+        return shlex.quote(arg)
+    return f'"{slot}"'.join(shlex.quote(p) if p else "" for p in arg.split(slot))
+
+
+def sbatch_script(plan: Plan, run_args: Sequence[str], *, srtd: Sequence[str] = ("srtd",)) -> str:
     """The batch script: #SBATCH lines, then `exec srtd run ...` so srtd is the batch shell
     and receives the early-warning signal itself."""
     spec = plan.sbatch
@@ -116,6 +124,6 @@ def sbatch_script(plan: Plan, run_args: Sequence[str], *, srtd: str = "srtd") ->
         f"# srtd stops the job tier by tier on SIGUSR1, {budget.early_warning_seconds} s before the time limit;",
         f"# its teardown budget is {budget.total_seconds:g} s (KillWait {budget.kill_wait_seconds:g} s).",
         "set -eu",
-        f"exec {shlex.join([srtd, 'run', *run_args])}",
+        f"exec {' '.join(_word(a) for a in [*srtd, 'run', *run_args])}",
     ]
     return "\n".join(lines) + "\n"

@@ -175,6 +175,10 @@ class Job:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop.requested.is_set()
+
     def emit(self, unit: str, state: UnitState, **fields: Any) -> Event:
         return self.journal.emit(unit, state, **fields)
 

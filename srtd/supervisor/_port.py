@@ -48,6 +48,11 @@ class JobPort(Protocol):
     @property
     def stopping(self) -> bool: ...
 
+    @property
+    def stop_requested(self) -> bool:
+        """A stop was asked for (a signal): a unit that ends now was stopped from outside."""
+        ...
+
     # -- state and events
     def emit(self, unit: str, state: UnitState, **fields: Any) -> Event: ...
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -28,15 +29,32 @@ from srtd.supervisor._teardown import Stop
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
 
-async def relay_signals(stop: Stop, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    """Turn stop signals into requests on `stop` until cancelled."""
+StopReason = Callable[[int], Awaitable[str | None]]
+_EXPLAIN_WAIT = 2.0  # seconds a stop waits for its explanation (e.g. asking Slurm for the time left)
+
+
+async def relay_signals(
+    stop: Stop,
+    *,
+    explain: StopReason | None = None,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Turn stop signals into requests on `stop` until cancelled.
+
+    `explain(signum)` may say why the signal came (the launcher knows: under Slurm a
+    SIGUSR1 with little time left is the early warning); the reason goes into the journal.
+    """
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         task_status.started()
         async for signum in signals:
             if stop.requested.is_set() and signum == signal.SIGINT:
                 stop.kill(signum)
-            else:
-                stop.request(signum)
+                continue
+            reason = None
+            if explain is not None and not stop.requested.is_set():
+                with anyio.move_on_after(_EXPLAIN_WAIT):
+                    reason = await explain(signum)
+            stop.request(signum, reason)
 
 
 def run(
@@ -48,6 +66,7 @@ def run(
     http_transport: httpx.AsyncBaseTransport | None = None,
     console: Console | None = None,
     services: Sequence[Service] = (),
+    explain: StopReason | None = None,
 ) -> int:
     """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
 
@@ -64,7 +83,7 @@ def run(
         stop = Stop()
         outcome: JobResult | SrtdError | None = None
         async with anyio.create_task_group() as tg:
-            await tg.start(relay_signals, stop)
+            await tg.start(partial(relay_signals, stop, explain=explain))
             try:
                 outcome = await supervise(
                     plan,

@@ -95,6 +95,7 @@ class UnitRunner:
         self.clean_since: float | None = None
         self.ready_seconds: float | None = None
         self.killed_after_timeout = False
+        self.signalled = False  # srtd sent this attempt SIGTERM or SIGKILL
         self.waiting_on: tuple[Edge, ...] = ()
         self.last_probe: str | None = None
         self._finish: Callable[[AttemptEnd], None] | None = None
@@ -118,7 +119,7 @@ class UnitRunner:
     def emit(self, state: UnitState, **fields: object) -> Event:
         return self.port.emit(self.name, state, **fields)
 
-    def _final(self, state: UnitState, reason: str) -> None:
+    def _final(self, state: UnitState, reason: str, detail: dict[str, object] | None = None) -> None:
         status = self.status
         self.emit(
             state,
@@ -126,6 +127,18 @@ class UnitRunner:
             exit_code=status.code if status is not None else None,
             signal=status.signal if status is not None else None,
             reason=reason,
+            detail=detail,
+        )
+
+    def _ended_first(self) -> None:
+        """The job is stopping and this attempt ended before srtd signalled it (under Slurm:
+        `scancel <job>` or the time limit signalled every step at once)."""
+        status = self.status
+        assert status is not None
+        self._final(
+            UnitState.STOPPED,
+            f"ended before srtd stopped it ({ended(status)}): stopped from outside",
+            {"ended_before_stop": True},
         )
 
     # ---------------------------------------------------------------- dependencies
@@ -218,6 +231,7 @@ class UnitRunner:
                 return False
             self.handle = handle
             self.status = None
+            self.signalled = False
             self.attempt = number
             self.launched = True
             self.launched_at = self.port.clock.now()
@@ -368,6 +382,9 @@ class UnitRunner:
         """Decide what follows an attempt.  True: launch again."""
         unit = self.unit
         clock = self.port.clock
+        if end.kind == "exit" and self.port.stop_requested and not self.signalled:
+            self._ended_first()
+            return False
         if end.kind == "exit":
             status = self.status
             assert status is not None
@@ -451,6 +468,7 @@ class UnitRunner:
         async def wait() -> None:
             self.status = await handle.wait()
 
+        self.signalled = True
         await handle.signal(signal.SIGTERM)
         if await within(self.port.clock, self.unit.terminate_timeout, wait):
             return False
@@ -480,6 +498,12 @@ class UnitRunner:
         if not self.live:
             state = UnitState.FAILED if self.failure else UnitState.STOPPED
             self._final(state, self.failure or "job stopping")
+            return
+        assert self.handle is not None
+        already = self.handle.poll()
+        if already is not None and not self.signalled and self.port.stop_requested:
+            self.status = already
+            self._ended_first()
             return
         if self.state is not UnitState.STOPPING:
             self.emit(UnitState.STOPPING, attempt=self.attempt, reason="job stopping")

@@ -8,6 +8,7 @@ References: srtctl-behaviour.md §1.3 (workers), §1.4 (frontends), §5.5 (ports
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 import srtd.cli._commands  # noqa: F401
 from srtd.cli._main import cli
+from srtd.cli._submit import srtd_command
 from srtd.cluster import Cluster
 from srtd.engines import flags
 from srtd.errors import PlanError
@@ -1069,7 +1071,8 @@ def test_sbatch_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[1] == "#SBATCH --job-name='job $USER'"
-    assert lines[-1] == f"exec srtd run '{recipe}'"
+    # the srtd that rendered it, so the batch job runs the same srtd
+    assert lines[-1] == f"exec {shlex.join(srtd_command())} run '{recipe}'"
     bad = tmp_path / "bad.yaml"
     bad.write_text(HEAD.replace("name: t\n", 'name: "a\\nb"\n') + SBATCH_BODY)
     result = CliRunner().invoke(cli, ["plan", str(bad), "--sbatch"])

@@ -7,13 +7,15 @@ and review the diff:
     SRTD_REGEN_GOLDEN=1 .venv/bin/pytest tests/plan/test_golden.py
 
 `--sbatch` prints the recipe's absolute path in its exec line; the repository root is
-written as `<repo>` in those files so they do not depend on where the checkout lives.
+written as `<repo>` in those files so they do not depend on where the checkout lives,
+and the srtd it execs (the one that rendered it) as `srtd`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from functools import cache
@@ -24,6 +26,7 @@ from click.testing import CliRunner
 
 import srtd.cli._commands  # noqa: F401  (registers the commands)
 from srtd.cli._main import cli
+from srtd.cli._submit import srtd_command
 from srtd.recipe import load_recipes
 from srtd.unit import Plan
 
@@ -72,7 +75,8 @@ def render(path: str, args: tuple[str, ...]) -> str:
     finally:
         os.chdir(cwd)
     assert result.exit_code == 0, result.output
-    return result.stdout.replace(str(ROOT), "<repo>")
+    # `--sbatch` execs the srtd that rendered it: pinned as `srtd`, whichever venv runs the test.
+    return result.stdout.replace(shlex.join(srtd_command()), "srtd").replace(str(ROOT), "<repo>")
 
 
 def render_all() -> dict[str, str]:

@@ -1,0 +1,410 @@
+"""`SlurmLauncher`: every unit is a named step of the job srtd runs in.
+
+- `start` runs the unit's srun line (`_srun.srun_argv`) as a child of srtd in its own
+  session, and returns once the step's wrapper has recorded `<job>.<step>` in the step
+  file (or srun has exited): so the step id is known without racing `squeue`, and a
+  step srun refused (unknown option, node outside the allocation) is a `LaunchError`
+  carrying srun's own message.  srun's chatter goes to `<step>.srun` beside the step
+  file, never into the unit's log, and is only ever shown, never parsed.
+- The srun client's exit is the attempt's exit; srun mirrors the task's code (7, or
+  128 + N for a task killed by signal N, which is reported as that signal).
+- `signal` is `scancel --signal=<SIG> --full <job>.<step>`; `kill` is `scancel
+  --signal=KILL <job>.<step>`.  scancel's exit status is ignored (22.05 exits 225 after
+  delivering): the step ending, seen as srun's exit, is the truth.  Before the step id
+  is known the signal goes to the srun client (which forwards it).
+- An srun client that died is not proof that its step did: when the client was killed
+  by a signal, `wait` kills its step and returns only once Slurm no longer lists it
+  (so a restart never runs beside the old task).  No step outlives srtd: on leaving
+  the launcher every step it started that Slurm still lists (`squeue --steps`) is
+  killed with scancel and waited for.  Both leave the steps to Slurm while Slurm is
+  ending the job itself (scancel, time limit), so srtd finishes inside KillWait.
+- Addresses come from the caller (`scontrol show node` NodeAddr, looked up once per job
+  by `slurm_addresses`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal as _signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import structlog
+
+from srtd.errors import LaunchError
+from srtd.launch._process import ChildProcess
+from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, signal_name
+from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
+from srtd.unit import Unit
+
+log = structlog.get_logger("srtd.launch")
+
+STEP_ID_WAIT = 20.0  # seconds start() waits for the wrapper to record its step id
+_POLL = 0.02
+_SWEEP_WAIT = 15.0  # seconds the exit sweep waits for killed steps to leave squeue
+_TOOL_TIMEOUT = 30.0
+_MESSAGE_LINES = 8
+
+
+def _status(returncode: int) -> ExitStatus:
+    # srun reports a task killed by signal N as 128 + N.
+    if EXIT_SIGNAL_BASE < returncode <= EXIT_SIGNAL_BASE + 64:
+        return ExitStatus(signal=returncode - EXIT_SIGNAL_BASE)
+    return ExitStatus.from_returncode(returncode)
+
+
+def _tail(path: Path, lines: int = _MESSAGE_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+async def _tool(argv: Sequence[str], timeout: float = _TOOL_TIMEOUT) -> tuple[int | None, str]:
+    """Run a Slurm command; (exit status or None when it could not run, stdout)."""
+    with anyio.move_on_after(timeout):
+        try:
+            done = await anyio.run_process(list(argv), check=False, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            return None, str(e)
+        return done.returncode, done.stdout.decode(errors="replace")
+    return None, f"{argv[0]} timed out after {timeout:g} s"
+
+
+async def list_steps(job_id: str, squeue: str = "squeue") -> dict[str, str] | None:
+    """`{step id: step name}` of the job's steps Slurm still lists; None if squeue failed."""
+    code, out = await _tool([squeue, "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
+    if code != 0:
+        return None
+    steps: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split(maxsplit=1)
+        if len(parts) == 2:
+            steps[parts[0]] = parts[1].strip()
+    return steps
+
+
+class SlurmHandle:
+    """One attempt: an srun client and the step it created."""
+
+    def __init__(self, launcher: SlurmLauncher, unit: Unit, step: str, popen: subprocess.Popen[bytes]) -> None:
+        self.launcher = launcher
+        self.unit = unit
+        self.step = step  # the step's name
+        self.record = step_file(launcher.log_dir, step) if unit.srun.shell else None
+        self.messages = launcher.log_dir / STEP_DIR / f"{step}.srun"
+        self._child = ChildProcess(popen)
+        self._step_id: str | None = None
+        self._settled = False
+        self._lock = anyio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid
+
+    @property
+    def step_id(self) -> str | None:
+        """`<job>.<step>` once known."""
+        if self._step_id is None and self.record is not None:
+            with contextlib.suppress(OSError):
+                text = self.record.read_text(encoding="utf-8").strip()
+                if text and "." in text:
+                    self._step_id = text
+        return self._step_id
+
+    def poll(self) -> ExitStatus | None:
+        status = self._child.poll()
+        return None if status is None else _status_of(status)
+
+    async def wait(self) -> ExitStatus:
+        status = await self._child.wait()
+        if status.signal is not None and not self._settled:
+            # The srun client itself was killed: its step (and task) may live on.
+            async with self._lock:
+                if not self._settled:
+                    await self.launcher.end_orphan(self)
+                    self._settled = True
+        return _status_of(status)
+
+    async def find_step(self) -> str | None:
+        """The step id from the wrapper's record, else from squeue by the step's (unique) name."""
+        if self.step_id is not None:
+            return self._step_id
+        steps = await list_steps(self.launcher.job_id, self.launcher.squeue)
+        for sid, name in (steps or {}).items():
+            if name == self.step:
+                self._step_id = sid
+        return self._step_id
+
+    async def signal(self, sig: int) -> None:
+        if self._child.poll() is not None:
+            return
+        step = await self.find_step()
+        if step is None:
+            # Not started yet (or not findable): srun forwards the signal to its tasks.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._child.pid, sig)
+            return
+        await self.launcher.scancel(step, sig)
+
+    async def kill(self) -> None:
+        await self.signal(_signal.SIGKILL)
+
+    def kill_client(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self._child.pid, _signal.SIGKILL)
+
+
+def _status_of(status: ExitStatus) -> ExitStatus:
+    return _status(status.code) if status.code is not None else status
+
+
+class SlurmLauncher:
+    """Launch units as steps of job `job_id` (srtd runs inside it).  See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        log_dir: Path | str,
+        addresses: Mapping[str, str] | None = None,
+        srun: str = "srun",
+        scancel: str = "scancel",
+        squeue: str = "squeue",
+        step_id_wait: float = STEP_ID_WAIT,
+        early_warning: int = 0,
+    ) -> None:
+        self.job_id = job_id
+        self.log_dir = Path(log_dir)
+        self.addresses = dict(addresses or {})
+        self.srun = srun
+        self.scancel_bin = scancel
+        self.squeue = squeue
+        self.step_id_wait = step_id_wait
+        self.early_warning = early_warning
+        self.handles: list[SlurmHandle] = []
+
+    async def __aenter__(self) -> Self:
+        try:
+            (self.log_dir / STEP_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LaunchError(f"cannot create {self.log_dir / STEP_DIR}: {e.strerror}") from e
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.sweep()
+
+    def address(self, node: str) -> str:
+        return self.addresses.get(node, node)
+
+    async def explain(self, signum: int) -> str | None:
+        """Why srtd (the batch shell) got a stop signal, for the journal."""
+        if signum == _signal.SIGUSR1:
+            code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
+            left = parse_duration(out.strip()) if code == 0 else None
+            # Slurm may send the early warning up to 60 s before it is due.
+            if left is not None and left <= self.early_warning + 60:
+                return (
+                    f"received SIGUSR1 {left} s before the time limit: Slurm's early warning "
+                    f"(--signal=B:USR1@{self.early_warning})"
+                )
+            return "received SIGUSR1: a graceful stop request (e.g. scancel --batch --signal=USR1)"
+        if signum == _signal.SIGTERM:
+            return "received SIGTERM: Slurm is ending the job (scancel or the time limit) and signals every step too"
+        return None
+
+    def argv(self, unit: Unit, attempt: int, log_path: Path) -> list[str]:
+        record = step_file(self.log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None
+        return srun_argv(unit, job_id=self.job_id, attempt=attempt, log_path=log_path, record=record, srun=self.srun)
+
+    async def scancel(self, step: str, sig: int) -> None:
+        argv = [self.scancel_bin, f"--signal={signal_name(sig).removeprefix('SIG')}"]
+        if sig != _signal.SIGKILL:
+            argv.append("--full")
+        # The exit status is not the truth (22.05 exits 225 after delivering); the step ending is.
+        await _tool([*argv, step])
+
+    async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> SlurmHandle:
+        step = step_name(unit.name, attempt)
+        argv = self.argv(unit, attempt, log_path)
+        env = dict(os.environ)
+        if not unit.srun.shell:
+            # No wrapper to export the unit's env: it rides on srun's environment
+            # (the plan shows it as an `env K=V srun ...` prefix).
+            env.update(unit_environment(unit, attempt))
+            for name in unit.unset_env:
+                env.pop(name, None)
+        record = step_file(self.log_dir, step)
+        messages = self.log_dir / STEP_DIR / f"{step}.srun"
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_bytes(b"")
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.unlink(missing_ok=True)
+            with open(messages, "wb") as out:
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,  # a Ctrl-C on srtd's terminal is srtd's to handle
+                    close_fds=True,
+                )
+        except OSError as e:
+            raise LaunchError(f"{unit.name}: cannot start srun: {e}") from e
+        handle = SlurmHandle(self, unit, step, popen)
+        self.handles.append(handle)
+        if unit.srun.shell:
+            await self._await_step(handle)
+        return handle
+
+    async def _await_step(self, handle: SlurmHandle) -> None:
+        """Until the wrapper recorded its step id, srun exited, or `step_id_wait` passed."""
+        with anyio.move_on_after(self.step_id_wait):
+            while handle.step_id is None:
+                status = handle.poll()
+                if status is not None:
+                    if handle.step_id is None and status.failed:
+                        said = _tail(handle.messages) or "(srun printed nothing)"
+                        raise LaunchError(
+                            f"{handle.unit.name}: srun refused step {handle.step} ({status.describe()}): {said}"
+                        )
+                    return
+                await anyio.sleep(_POLL)
+
+    async def job_state(self) -> str | None:
+        """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""
+        code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
+        return out.strip() or None if code == 0 else None
+
+    async def end_orphan(self, handle: SlurmHandle) -> None:
+        """The srun client died: kill its step and wait (bounded) until Slurm no longer lists it."""
+        step = await handle.find_step()
+        if step is None:
+            return
+        state = await self.job_state()
+        if state is not None and state != "RUNNING":
+            return  # Slurm is ending the job and every step with it (see `sweep`)
+        log.warning("an srun client died; killing its step", step=handle.step, step_id=step)
+        with anyio.move_on_after(_SWEEP_WAIT):
+            while True:
+                await self.scancel(step, _signal.SIGKILL)
+                steps = await list_steps(self.job_id, self.squeue)
+                if steps is None or step not in steps:
+                    return
+                await anyio.sleep(0.3)
+
+    async def sweep(self) -> None:
+        """Kill every step this launcher started that Slurm still lists, and wait until it is gone.
+
+        Not while Slurm itself is ending the job (scancel, time limit): it is stopping
+        every step then, and refuses step signals; srtd must finish inside KillWait.
+        """
+        state = await self.job_state()
+        if state is not None and state != "RUNNING":
+            log.info("Slurm is ending the job; it stops the remaining steps itself", state=state)
+            return
+        live = [h for h in self.handles if h.poll() is None]
+        for handle in live:
+            log.warning("stopping a leftover step", step=handle.step)
+            await handle.kill()
+        with anyio.move_on_after(3.0):
+            for handle in live:
+                await handle.wait()
+        for handle in live:
+            if handle.poll() is None:
+                handle.kill_client()
+                with anyio.move_on_after(2.0):
+                    await handle.wait()
+        ours = {h.step for h in self.handles}
+        if not ours:
+            return
+        with anyio.move_on_after(_SWEEP_WAIT):
+            while True:
+                steps = await list_steps(self.job_id, self.squeue)
+                if steps is None:
+                    return  # no squeue answer (the job itself has gone): nothing to sweep
+                left = {sid: name for sid, name in steps.items() if name in ours}
+                if not left:
+                    return
+                for sid, name in left.items():
+                    log.warning("killing a step that outlived its srun client", step=name, step_id=sid)
+                    await self.scancel(sid, _signal.SIGKILL)
+                await anyio.sleep(0.5)
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds in a Slurm duration (`[days-][[hours:]minutes:]seconds`); None if it is not one."""
+    days = 0
+    if "-" in text:
+        head, _, text = text.partition("-")
+        if not head.isdigit():
+            return None
+        days = int(head)
+    parts = text.split(":")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return days * 86400 + seconds
+
+
+def parse_nodes(text: str) -> dict[str, dict[str, str]]:
+    """`scontrol show node --oneliner` output: node name -> its `Key=Value` fields."""
+    nodes: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        fields: dict[str, str] = {}
+        for word in line.split():
+            key, sep, value = word.partition("=")
+            if sep:
+                fields[key] = value
+        name = fields.get("NodeName")
+        if name:
+            nodes[name] = fields
+    return nodes
+
+
+def slurm_addresses(nodes: Sequence[str], scontrol: str = "scontrol") -> tuple[dict[str, str], bool]:
+    """Each node's address as Slurm knows it (NodeAddr), and whether two nodes share a host.
+
+    One `scontrol show node` for the whole allocation.  Nodes on one host (the same
+    NodeHostName or the same address) share a port space for wildcard binds.
+    """
+    if not nodes:
+        return {}, False
+    try:
+        done = subprocess.run(
+            [scontrol, "--oneliner", "show", "node", ",".join(nodes)],
+            capture_output=True,
+            text=True,
+            timeout=_TOOL_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise LaunchError(f"cannot ask Slurm for the nodes' addresses: {e}") from e
+    if done.returncode != 0:
+        raise LaunchError(f"scontrol show node failed: {done.stderr.strip() or done.returncode}")
+    found = parse_nodes(done.stdout)
+    addresses: dict[str, str] = {}
+    hosts: list[str] = []
+    for node in nodes:
+        fields = found.get(node, {})
+        addresses[node] = fields.get("NodeAddr") or node
+        hosts.append(fields.get("NodeHostName") or addresses[node])
+    shared = len(set(hosts)) < len(hosts) or len(set(addresses.values())) < len(addresses)
+    return addresses, shared
