@@ -88,6 +88,9 @@ class Cluster(BaseSettings):
     `aiperf`: the aiperf benchmark's command (default `aiperf`; may be `python3 -m aiperf`)."""
     kill_wait_seconds: int = 30
     """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
+    srun_mpi: str | None = None
+    """The MPI plugin of every step that asks srun for one (srtctl's engines and frontends ask
+    for `pmix`); `none` or `pmi2` on clusters without PMIx.  Unset: what each row asks for."""
     shared_port_space: bool = False
     """Nodes share one host's ports (several Slurm nodes on one machine): no two listeners
     of the job get the same port.  srtd run also turns it on when two nodes of the

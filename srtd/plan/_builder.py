@@ -152,6 +152,7 @@ def build_plan(
     services = kept
     _discovery(ctx, services)
     units, bench = _units(ctx, frontend, rows, services, mode)
+    units = _with_cluster_mpi(cluster, units)
     _check_unique_names(units, services)
     units = with_phase_edges(units)
     units = with_explicit_edges(units, _service_edges(services), {s.name for s in services})
@@ -186,6 +187,16 @@ def build_plan(
         files=dict(sorted(ctx.files.items())),
         warnings=tuple(ctx.warnings),
     )
+
+
+def _with_cluster_mpi(cluster: Cluster, units: list[Unit]) -> list[Unit]:
+    """The cluster's MPI plugin replaces the one a row asks for (a cluster may have no PMIx)."""
+    if cluster.srun_mpi is None:
+        return units
+    return [
+        u.model_copy(update={"srun": u.srun.model_copy(update={"mpi": cluster.srun_mpi})}) if u.srun.mpi else u
+        for u in units
+    ]
 
 
 @dataclass(frozen=True)
