@@ -35,7 +35,8 @@ def with_phase_edges(units: Sequence[Unit]) -> list[Unit]:
             if not barrier:
                 continue
             condition = Condition.STARTED if earlier == "workers" and unit.phase == "frontend" else Condition.READY
-            edges += [Edge(unit=b.name, condition=condition) for b in barrier]
+            # a row may already wait for a unit of the barrier (the benchmark for the frontend)
+            edges += [e for e in (Edge(unit=b.name, condition=condition) for b in barrier) if e not in edges]
             break
         out.append(unit.model_copy(update={"after": tuple(edges)}))
     return out

@@ -175,6 +175,7 @@ def assert_invariants(plan: Plan) -> None:
     assert global_repeats(plan) == []
     position = {n: i for i, n in enumerate(names)}
     for i, unit in enumerate(plan.units):
+        assert len(set(unit.after)) == len(unit.after), f"{unit.name} waits twice for one unit: {unit.after}"
         for edge in unit.after:
             assert edge.unit in position, f"{unit.name} waits for {edge.unit}, not in the plan"
             assert position[edge.unit] < i, f"{unit.name} starts before {edge.unit}, which it waits for"
