@@ -112,6 +112,8 @@ def dynamo(session: nox.Session) -> None:
         "SRTD_DYNAMO_NATS": binaries["nats-server"],
     }
     _write_env_file(dynamo_venv, aiperf_venv, binaries)
+    # tests/dynamo/test_slurm.py runs the agg recipe on the dev Slurm cluster (docs/slurm.md)
+    session.run("scripts/slurm-dev-cluster", "up", "4", external=True)
     session.log(f"dynamo: prepared in {time.monotonic() - started:.0f} s; stack in {STACK}")
     session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/dynamo", *session.posargs, env=env)
     session.log(f"dynamo: session wall time {time.monotonic() - started:.0f} s")

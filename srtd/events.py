@@ -78,6 +78,7 @@ class UnitView(BaseModel):
     attempt: int = 0
     restarts: int = 0
     pid: int | None = None
+    step: str | None = None  # the Slurm step (`<job>.<step>`) of the attempt, `detail.step` of `starting`
     exit_code: int | None = None
     signal: int | None = None
     reason: str | None = None
@@ -140,6 +141,8 @@ class JobView(BaseModel):
         view.waiting_on = list(detail.get("after", [])) if view.state is UnitState.WAITING else []
         if view.state is UnitState.STARTING and "log" in detail:
             view.log = detail["log"]
+        if view.state is UnitState.STARTING:
+            view.step = detail.get("step")
         if view.state is UnitState.READY and "seconds" in detail:
             view.ready_seconds = detail["seconds"]
         if event.attempt is not None:

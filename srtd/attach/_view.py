@@ -59,7 +59,7 @@ def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
         title += f", exit code {view.exit_code}"
     table = Table(title=title, show_edge=False, expand=False)
     table.add_column("unit", no_wrap=True)
-    for column in ("node", "state", "pid", "restarts", "ready after", "exit", "last event"):
+    for column in ("node", "state", "pid / step", "restarts", "ready after", "exit", "last event"):
         table.add_column(column, overflow="fold")
     names = [n for n in order if n in view.units] + [n for n in view.units if n not in order]
     for name in names:
@@ -74,7 +74,7 @@ def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
             name,
             unit.node or "-",
             Text(unit.state.value, style=STATE_STYLE.get(unit.state, "")),
-            str(unit.pid) if unit.pid is not None else "-",
+            unit.step or (str(unit.pid) if unit.pid is not None else "-"),
             str(unit.restarts),
             ready,
             status,

@@ -249,7 +249,7 @@ def submit(
         return
     for sub, text in prepared:
         _submit(sub, text, cluster_file)
-        if as_json and not wait:
+        if as_json:  # at once, also with --wait: a long wait must not hide the job ids
             click.echo(json.dumps(sub.record()))
         elif not as_json:
             variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""

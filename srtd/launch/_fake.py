@@ -91,6 +91,10 @@ class FakeHandle:
             self._launcher.ends.append((self.unit, self.attempt, status, self._launcher.clock.now()))
             self._exited.set()
 
+    @property
+    def step_id(self) -> str | None:
+        return None
+
     def poll(self) -> ExitStatus | None:
         return self.status
 

@@ -103,6 +103,10 @@ class LocalHandle:
     def _ended(self) -> None:
         self._launcher._ended(self)
 
+    @property
+    def step_id(self) -> str | None:
+        return None
+
     def poll(self) -> ExitStatus | None:
         status = self._child.poll()
         if status is not None:

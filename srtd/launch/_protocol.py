@@ -71,6 +71,11 @@ class Handle(Protocol):
         """The local pid that represents the attempt (the srun client under Slurm), if any."""
         ...
 
+    @property
+    def step_id(self) -> str | None:
+        """The Slurm step the attempt runs as (`<job>.<step>`), where there is one."""
+        ...
+
     def poll(self) -> ExitStatus | None:
         """How the attempt ended if that is already known, else None.  Never blocks."""
         ...

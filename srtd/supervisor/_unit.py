@@ -240,6 +240,8 @@ class UnitRunner:
             self.last_probe = None
             self._ready_event = anyio.Event()
             detail = {"log": str(self.log_path)}
+            if handle.step_id is not None:
+                detail["step"] = handle.step_id  # under Slurm: what `scancel` and `squeue --steps` call it
             self.emit(UnitState.STARTING, attempt=number, pid=handle.pid, detail=detail)
         return True
 

@@ -58,7 +58,7 @@ def test_the_view_of_a_finished_job(events: list[Event]) -> None:
     text = capture(render_view(JobView.fold(events, order), events, order))
     golden("view.txt", text)
     assert "demo (job 4242): succeeded, exit code 0" in text
-    assert " w0    │ node1 │ stopped │ 9050 │ 1        │ 3.1 s       │ killed by SIGTERM │" in text
+    assert " w0    │ node1 │ stopped │ 9050       │ 1        │ 3.1 s       │ killed by SIGTERM │" in text
     assert "#21 job succeeded  exit_code=0 reason=every terminal unit exited 0" in text
     assert "#9 " not in text  # the pane keeps the last 12 events
 

@@ -58,7 +58,11 @@ def test_every_sweep_point_is_a_job_and_wait_returns_the_worst_code(
     recipe.write_text(sweep_recipe(token))
     done = srtd("submit", str(recipe), "--cluster-config", str(CLUSTER_CONFIG), "--wait", "--json", cwd=tmp_path)
     assert done.returncode == 5, done.stdout + done.stderr
-    jobs = {j["variant"]: j for j in map(json.loads, done.stdout.splitlines())}
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    # one line per job as it is submitted, then one per job with its outcome
+    assert [("state" in j) for j in lines] == [False, False, True, True]
+    assert [j["job_id"] for j in lines[:2]] == [j["job_id"] for j in lines[2:]]
+    jobs = {j["variant"]: j for j in lines[2:]}
     assert set(jobs) == {"code=0", "code=5"}
     assert jobs["code=0"]["exit_code"] == 0
     assert jobs["code=5"]["exit_code"] == 5
