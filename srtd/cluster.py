@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
+from srtd.recipe import ReportingConfig
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -101,6 +102,8 @@ class Cluster(BaseSettings):
     """Host directory of srt-slurm's benchmark scripts, mounted at /srtctl-benchmarks."""
     output_root: str = "outputs"
     """Where log directories go when the recipe sets no `output.log_dir`."""
+    reporting: ReportingConfig | None = None
+    """Status collectors of every job (`reporting.status`, as in a recipe); a recipe's own `reporting.status` wins."""
 
     @classmethod
     def settings_customise_sources(

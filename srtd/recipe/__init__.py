@@ -19,6 +19,7 @@ from srtd.recipe._migrate import Migration, migrate_text
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
+from srtd.recipe._sections import ReportingConfig, ReportingStatusConfig
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 
@@ -72,6 +73,8 @@ __all__ = [
     "LoadedRecipe",
     "Migration",
     "Recipe",
+    "ReportingConfig",
+    "ReportingStatusConfig",
     "RestartPolicy",
     "RoleConfig",
     "ServiceConfig",
