@@ -16,7 +16,7 @@ from srtd.engines import Engine, WorkerMode, engine_row
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
-from srtd.plan._reporting import status_reporting
+from srtd.plan._reporting import status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe
 from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
 from srtd.topology import (
@@ -189,7 +189,7 @@ def build_plan(
         allocation=nodemap.allocation,
         addresses={n: ctx.address(n) for n in nodemap.allocation},
         phases=PHASES,
-        units=tuple(units),
+        units=tuple(without_token(units, reporting)),
         gate=bench.gate,
         hold=hold,
         teardown=teardown,

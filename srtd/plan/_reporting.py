@@ -14,7 +14,7 @@ from typing import Any
 from srtd.cluster import Cluster
 from srtd.recipe import Recipe, ReportingStatusConfig
 from srtd.topology import ROLE_ORDER
-from srtd.unit import StatusReporting
+from srtd.unit import StatusReporting, Unit
 
 DEFAULT_TOKEN_ENV = "SRTCTL_STATUS_TOKEN"
 
@@ -106,3 +106,11 @@ def _metadata(
         "head_node": head,
         "log_dir": log_dir,
     }
+
+
+def without_token(units: list[Unit], reporting: StatusReporting | None) -> list[Unit]:
+    """Units that do not inherit the status token: only srtd itself talks to the collectors."""
+    if reporting is None:
+        return units
+    name = reporting.token_env
+    return [u if name in u.unset_env else u.model_copy(update={"unset_env": (*u.unset_env, name)}) for u in units]
