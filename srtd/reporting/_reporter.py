@@ -91,11 +91,16 @@ class StatusReporter:
                 tg.start_soon(sender.run)
 
     async def finish(self) -> None:
-        """The job ended: let the queued requests go out for at most `final_wait` seconds."""
+        """The job ended: let the queued requests go out for at most `final_wait` seconds.
+
+        A collector with a request hanging since long before the end is not waited for
+        at all: it would not take the final status within the bound anyway.
+        """
+        waited = [s for s in self.senders if not s.stuck()]
         for sender in self.senders:
             sender.close()
         with anyio.move_on_after(self.final_wait):
-            for sender in self.senders:
+            for sender in waited:
                 await sender.idle.wait()
 
 

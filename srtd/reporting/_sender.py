@@ -20,6 +20,7 @@ TIMEOUT = 5.0  # seconds per request
 ATTEMPTS = 2
 RETRY_PAUSE = 0.5  # seconds between the attempts
 QUEUE = 64  # requests waiting per collector; more are dropped
+STUCK_AFTER = 1.0  # seconds: a request in flight this long at the job's end is not waited for
 
 
 class Sender:
@@ -30,6 +31,8 @@ class Sender:
         self.sent: list[tuple[Request, int | None]] = []  # (request, status or None): for tests
         self.dropped = 0
         self.idle = anyio.Event()  # set once the queue is closed and drained
+        self.busy_since: float | None = None  # when the request in flight was first tried
+        self._hurry = anyio.Event()  # the job ended: no more pauses between attempts
         self._send, self._receive = anyio.create_memory_object_stream[Request](QUEUE)
 
     def offer(self, request: Request) -> None:
@@ -42,14 +45,21 @@ class Sender:
             self.dropped += 1
 
     def close(self) -> None:
-        """No more requests: `run` drains what is queued, then ends."""
+        """No more requests: `run` drains what is queued without pausing, then ends."""
         self._send.close()
+        self._hurry.set()
+
+    def stuck(self) -> bool:
+        """A request has been in flight for over `STUCK_AFTER` s: the collector hangs."""
+        return self.busy_since is not None and anyio.current_time() - self.busy_since > STUCK_AFTER
 
     async def run(self) -> None:
         try:
             async with self._receive:
                 async for request in self._receive:
+                    self.busy_since = anyio.current_time()
                     self.sent.append((request, await self._deliver(request)))
+                    self.busy_since = None
         finally:
             self.idle.set()
 
@@ -71,7 +81,8 @@ class Sender:
                     return code
                 self.log.debug("status collector error", endpoint=self.endpoint, status=code, attempt=attempt)
             if attempt < ATTEMPTS:
-                await anyio.sleep(RETRY_PAUSE)
+                with anyio.move_on_after(RETRY_PAUSE):
+                    await self._hurry.wait()
         return None
 
     def _warn(self, request: Request, code: int) -> None:

@@ -138,19 +138,32 @@ async def test_network_errors_and_5xx_get_two_attempts_and_stay_quiet(monkeypatc
     assert [code for _, code in reporter.senders[0].sent] == [None] * 4
 
 
-async def test_a_hanging_collector_holds_the_end_for_final_wait_only() -> None:
-    async def answer(request: httpx.Request) -> httpx.Response:
+class Hang(httpx.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await anyio.sleep_forever()
         raise AssertionError
 
-    class Hang(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            return await answer(request)
 
+async def test_a_hanging_collector_holds_the_end_for_final_wait_only() -> None:
     reporter = StatusReporter(make_plan(), transport=Hang(), environ={}, log=Log(), final_wait=0.2)
     began = time.monotonic()
     await drive(reporter)
     assert time.monotonic() - began < 2.0  # generous: the bound is 0.2 s
+
+
+async def test_a_collector_hanging_since_long_before_the_end_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sender_module, "STUCK_AFTER", 0.05)
+    reporter = StatusReporter(make_plan(), transport=Hang(), environ={}, log=Log(), final_wait=30.0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reporter.run)
+        for event in events():
+            reporter(event)
+        await anyio.sleep(0.3)  # the POST hangs since then
+        began = time.monotonic()
+        await reporter.finish()
+        took = time.monotonic() - began
+        tg.cancel_scope.cancel()
+    assert took < 5.0  # generous: not the 30 s final_wait
 
 
 async def test_a_full_queue_drops_updates_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
