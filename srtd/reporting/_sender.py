@@ -4,7 +4,7 @@ Nothing here ever waits on the job's behalf: `offer` drops a request when the qu
 is full, each request gets `ATTEMPTS` tries of at most `TIMEOUT` seconds, redirects
 are never followed.  A 3xx, 401 or 403 is a warning (a login page in front of the
 collector, a wrong token); a 4xx is a warning too (the collector refused the body);
-network errors and 5xx are debug lines.  No header, so no token, is ever logged.
+each once per collector and answer.  Network errors and 5xx are debug lines.  No header, so no token, is ever logged.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Sender:
         self.idle = anyio.Event()  # set once the queue is closed and drained
         self.busy_since: float | None = None  # when the request in flight was first tried
         self._hurry = anyio.Event()  # the job ended: no more pauses between attempts
+        self._warned: set[int] = set()  # answers already warned about: one warning each
         self._send, self._receive = anyio.create_memory_object_stream[Request](QUEUE)
 
     def offer(self, request: Request) -> None:
@@ -86,6 +87,10 @@ class Sender:
         return None
 
     def _warn(self, request: Request, code: int) -> None:
+        if code in self._warned:
+            self.log.debug("status collector refused again", endpoint=self.endpoint, status=code)
+            return
+        self._warned.add(code)
         if 300 <= code < 400:
             why = "redirected (not followed): a login page in front of the collector?"
         elif code in (401, 403):

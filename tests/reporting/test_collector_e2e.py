@@ -55,10 +55,20 @@ def token() -> str:
 
 @pytest.fixture
 def collector(tmp_path: Path, token: str) -> Iterator[Collector]:
+    yield from serve(tmp_path, "--token", token)
+
+
+@pytest.fixture
+def login_page(tmp_path: Path) -> Iterator[Collector]:
+    """A collector behind a single sign-on page: every job request is redirected."""
+    yield from serve(tmp_path, "--answer", "302")
+
+
+def serve(tmp_path: Path, *options: str) -> Iterator[Collector]:
     port_file = tmp_path / "collector.port"
     record = tmp_path / "collector.jsonl"
     argv = [sys.executable, str(COLLECTOR), "--record", str(record), "--port-file", str(port_file)]
-    proc = subprocess.Popen([*argv, "--token", token, "--tag", str(tmp_path)])
+    proc = subprocess.Popen([*argv, *options, "--tag", str(tmp_path)])
     try:
         deadline = time.monotonic() + 30
         while not port_file.exists():
@@ -193,6 +203,20 @@ def test_the_cluster_settings_report_a_failing_job_with_its_exit_code(
     assert "service_cache failed" in seen[-2]["body"]["message"]
     assert token_in(result.log_dir, token) == []
     assert token not in result.output
+
+
+def test_a_redirect_to_a_login_page_is_a_warning_and_the_job_goes_on(
+    tmp_path: Path, login_page: Collector, token: str
+) -> None:
+    result = run(tmp_path, recipe(tmp_path, login_page.url, failing=True), {"SRTCTL_STATUS_TOKEN": token})
+    assert result.code == 1, result.output  # the recipe's own failure, nothing of the collector's
+    seen = login_page.requests(job_id_of(result))
+    assert [r["answer"] for r in seen] == [302] * 5  # each tried once, the redirect never followed
+    warnings = [line for line in result.output.splitlines() if "status collector redirected" in line]
+    assert len(warnings) == 1  # once per collector and answer
+    assert "status=302" in warnings[0]
+    assert token not in result.output
+    assert token_in(result.log_dir, token) == []
 
 
 def test_a_collector_that_never_answers_does_not_slow_the_job(tmp_path: Path, token: str) -> None:
