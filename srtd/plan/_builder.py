@@ -16,7 +16,7 @@ from srtd.engines import Engine, WorkerMode, engine_row
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
-from srtd.plan._reporting import status_reporting, without_token
+from srtd.plan._reporting import JobShape, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe
 from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
 from srtd.topology import (
@@ -169,15 +169,8 @@ def build_plan(
             f"{teardown.early_warning_seconds} s; raise early_warning_seconds in the cluster settings"
         )
     hold = bench.unit is None and not any(u.terminal for u in units)
-    reporting = status_reporting(
-        recipe,
-        cluster,
-        head=nodemap.head,
-        log_dir=ctx.log_dir,
-        gpus_per_node=gpn,
-        shapes={r: role_shape(recipe, r, gpn) for r in recipe.roles},
-        warn=ctx.warn,
-    )
+    shape = JobShape(nodemap.head, ctx.log_dir, gpn, {r: role_shape(recipe, r, gpn) for r in recipe.roles})
+    reporting = status_reporting(recipe, cluster, shape, ctx.warn)
     return Plan(
         name=recipe.name,
         recipe=loaded.file if loaded else None,

@@ -9,6 +9,7 @@ recipe is at hand, so the reporter reads plain data from the plan.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from srtd.cluster import Cluster
@@ -17,6 +18,16 @@ from srtd.topology import ROLE_ORDER
 from srtd.unit import StatusReporting, Unit
 
 DEFAULT_TOKEN_ENV = "SRTCTL_STATUS_TOKEN"
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The planned facts the started report describes."""
+
+    head: str
+    log_dir: str
+    gpus_per_node: int
+    roles: dict[str, tuple[int, int, int]]  # role -> (workers, gpus per worker, nodes owned)
 
 
 def _status_of(reporting: Any) -> ReportingStatusConfig | None:
@@ -33,14 +44,7 @@ def _endpoints(config: ReportingStatusConfig) -> tuple[str, ...] | None:
 
 
 def status_reporting(
-    recipe: Recipe,
-    cluster: Cluster,
-    *,
-    head: str,
-    log_dir: str,
-    gpus_per_node: int,
-    shapes: dict[str, tuple[int, int, int]],
-    warn: Callable[[str], None],
+    recipe: Recipe, cluster: Cluster, shape: JobShape, warn: Callable[[str], None]
 ) -> StatusReporting | None:
     """The reporting section of the plan, or None when no collector is configured."""
     layers = [c for c in (_status_of(cluster.reporting), _status_of(recipe.reporting)) if c is not None]
@@ -63,29 +67,21 @@ def status_reporting(
         token_env=token_env,
         job_id_prefix=prefix,
         cluster=cluster.cluster,
-        metadata=_metadata(recipe, cluster, head=head, log_dir=log_dir, gpus_per_node=gpus_per_node, shapes=shapes),
+        metadata=_metadata(recipe, cluster, shape),
     )
 
 
-def _metadata(
-    recipe: Recipe,
-    cluster: Cluster,
-    *,
-    head: str,
-    log_dir: str,
-    gpus_per_node: int,
-    shapes: dict[str, tuple[int, int, int]],
-) -> dict[str, Any]:
+def _metadata(recipe: Recipe, cluster: Cluster, shape: JobShape) -> dict[str, Any]:
     """What upstream's `report_started` sends: model, resource shape, benchmark, engine, frontend, head, logs."""
     resources: dict[str, Any] = {
         "gpu_type": recipe.resources.gpu_type or cluster.default_gpu_type,
-        "gpus_per_node": gpus_per_node,
+        "gpus_per_node": shape.gpus_per_node,
     }
     engines = []
     for role in ROLE_ORDER:
-        if role not in shapes:
+        if role not in shape.roles:
             continue
-        workers, gpus, nodes = shapes[role]
+        workers, gpus, nodes = shape.roles[role]
         resources[f"{role}_workers"] = workers
         resources[f"{role}_nodes"] = nodes
         resources[f"gpus_per_{role}"] = gpus
@@ -103,8 +99,8 @@ def _metadata(
         "benchmark_type": recipe.benchmark.type,
         "backend_type": engines[0] if engines else None,
         "frontend_type": recipe.frontend.type,
-        "head_node": head,
-        "log_dir": log_dir,
+        "head_node": shape.head,
+        "log_dir": shape.log_dir,
     }
 
 

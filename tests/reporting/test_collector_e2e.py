@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.reporting import EVERY_STAGE
 from tests.supervisor.helpers import assert_no_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,14 +164,7 @@ def test_a_local_job_reports_the_post_every_stage_and_the_end_with_the_token(
     assert (seen[0]["body"]["job_id"], seen[0]["body"]["job_name"]) == (job_id, "toy-status")
     puts = seen[1:]
     assert {(r["method"], r["path"]) for r in puts} == {("PUT", f"/api/jobs/{job_id}")}
-    assert [(r["body"]["status"], r["body"].get("stage")) for r in puts] == [
-        ("starting", "starting"),
-        ("starting", "head_infrastructure"),
-        ("workers", "workers"),
-        ("frontend", "frontend"),
-        ("benchmark", "benchmark"),
-        ("completed", "cleanup"),
-    ]
+    assert [(r["body"]["status"], r["body"].get("stage")) for r in puts] == EVERY_STAGE
     started = puts[0]["body"]
     assert started["metadata"]["log_dir"] == str(result.log_dir)
     assert (started["metadata"]["backend_type"], started["metadata"]["frontend_type"]) == ("toy", "toy-router")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from srtd.events import Event
 from srtd.reporting import StageFold
 from srtd.unit import Plan, StatusReporting, Unit, UnitKind
+from tests.reporting import EVERY_STAGE
 
 SETTINGS = StatusReporting(
     endpoints=("http://c",), job_id_prefix="lab:", cluster="lab", metadata={"head_node": "n1", "log_dir": "/l"}
@@ -87,14 +88,7 @@ def test_a_job_that_succeeds_reports_each_stage_once_in_order_then_completed() -
         "metadata": {},
     }
     assert {p for m, p, _ in feed.sent[1:]} == {"/api/jobs/lab:42"}
-    assert feed.statuses() == [
-        ("starting", "starting"),
-        ("starting", "head_infrastructure"),
-        ("workers", "workers"),
-        ("frontend", "frontend"),
-        ("benchmark", "benchmark"),
-        ("completed", "cleanup"),
-    ]
+    assert feed.statuses() == EVERY_STAGE
     started = feed.sent[1][2]
     assert started["message"] == "Job started on n1"
     assert started["metadata"] == {"head_node": "n1", "log_dir": "/l"}
