@@ -45,7 +45,7 @@ def _logger() -> Any:
 def _client(
     settings: StatusReporting, environ: Mapping[str, str], transport: httpx.AsyncBaseTransport | None
 ) -> httpx.AsyncClient:
-    token = environ.get(settings.token_env)
+    token = (environ.get(settings.token_env) or "").strip()  # a token file's trailing newline is no part of it
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.AsyncClient(
         transport=transport, timeout=TIMEOUT, follow_redirects=False, trust_env=False, headers=headers

@@ -59,7 +59,12 @@ class Sender:
             async with self._receive:
                 async for request in self._receive:
                     self.busy_since = anyio.current_time()
-                    self.sent.append((request, await self._deliver(request)))
+                    try:
+                        code = await self._deliver(request)
+                    except Exception as err:  # a reporting problem must never end the job
+                        self.log.debug("status update not sent", endpoint=self.endpoint, error=type(err).__name__)
+                        code = None
+                    self.sent.append((request, code))
                     self.busy_since = None
         finally:
             self.idle.set()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from srtd.cluster import Cluster, load_cluster
-from srtd.errors import RecipeError
+from srtd.errors import ClusterConfigError, RecipeError
 from srtd.plan import build_plan
 from srtd.recipe import load_text
 
@@ -114,3 +114,23 @@ def test_bad_collector_settings_are_refused_with_their_location(block: str, wher
     assert f"r.yaml:{line}:" in str(err.value)
     assert where in str(err.value)
     assert json.dumps(str(err.value))  # one readable message
+
+
+def test_a_bad_collector_in_the_cluster_settings_is_refused_with_its_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("SRTD_"):
+            monkeypatch.delenv(name)
+    path = tmp_path / "srtslurm.yaml"
+    path.write_text("cluster: lab\nreporting:\n  status:\n    endpoint: ftp://x\n")
+    with pytest.raises(ClusterConfigError) as err:
+        load_cluster(path)
+    assert str(err.value) == (
+        f"{path}:4:5 reporting.status.endpoint: must be an http:// or https:// URL, got 'ftp://x'"
+    )
+    path.write_text("cluster: lab\n")
+    monkeypatch.setenv("SRTD_REPORTING__STATUS__TOKEN_ENV", "a b")
+    with pytest.raises(ClusterConfigError) as err:
+        load_cluster(path)
+    assert str(err.value).startswith("SRTD_REPORTING__STATUS__TOKEN_ENV: must be the name of an environment variable")
