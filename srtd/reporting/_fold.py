@@ -60,11 +60,6 @@ class StageFold:
         self._ending = False
         self._done = False
 
-    @property
-    def stage(self) -> Stage:
-        """The stage the job is in."""
-        return self._stage
-
     def feed(self, event: Event) -> list[Request]:
         if self._done:
             return []

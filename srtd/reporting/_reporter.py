@@ -26,7 +26,7 @@ from srtd.reporting._sender import TIMEOUT, Sender
 from srtd.unit import Plan, StatusReporting
 
 FINAL_WAIT = 0.5  # seconds the job's end waits for the last requests to go out
-SUBMIT_WAIT = 12.0  # seconds `report_submitted` waits at most (two attempts of 5 s)
+SUBMIT_WAIT = 5.0  # seconds `report_submitted` waits at most, every collector and attempt included
 
 
 def _logger() -> Any:
@@ -148,8 +148,8 @@ def report_submitted(
 ) -> bool:
     """`srtd submit`'s POST of a job it submitted (tags go in `metadata["tags"]`).
 
-    Synchronous; False when nothing is configured or a collector did not accept it.
-    Never raises for a collector's failure.
+    Synchronous, at most `SUBMIT_WAIT` seconds in all; False when nothing is configured
+    or a collector did not accept it in time.  Never raises for a collector's failure.
     """
     if settings is None or not settings.endpoints:
         return False

@@ -12,6 +12,7 @@ import pytest
 
 from srtd.events import Event
 from srtd.reporting import StatusReporter, post_submitted, report_submitted
+from srtd.reporting import _reporter as reporter_module
 from srtd.reporting import _sender as sender_module
 from srtd.unit import Plan, StatusReporting, Unit, UnitKind
 
@@ -216,3 +217,10 @@ def test_report_submitted_is_false_when_a_collector_refuses_or_nothing_is_config
     assert report_submitted(None, "1", job_name="j") is False
     accept = httpx.MockTransport(lambda r: httpx.Response(201))
     assert report_submitted(SETTINGS, "1", job_name="j", transport=accept) is True
+
+
+def test_report_submitted_gives_up_on_a_hanging_collector_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reporter_module, "SUBMIT_WAIT", 0.2)
+    began = time.monotonic()
+    assert report_submitted(SETTINGS, "1", job_name="j", transport=Hang()) is False
+    assert time.monotonic() - began < 3.0  # generous: the bound is 0.2 s
