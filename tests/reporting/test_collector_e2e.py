@@ -88,8 +88,15 @@ def recipe(tmp_path: Path, endpoint: str | None, *, failing: bool = False) -> Pa
         text = text[: text.index("\nreporting:") + 1]
     else:
         text = text.replace("http://127.0.0.1:8080", endpoint)
+    service = "import time; print('cache ready'); time.sleep(3600)"
     if failing:  # the infrastructure service dies before it is ready
-        text = text.replace("import time; print('cache ready'); time.sleep(3600)", "import sys; sys.exit(3)")
+        text = text.replace(service, "import sys; sys.exit(3)")
+    else:  # and says whether it inherited the token (into its log, which is searched for it)
+        text = text.replace(
+            service,
+            "import os, time; print('cache ready;', os.environ.get('SRTCTL_STATUS_TOKEN', 'no token')); "
+            "time.sleep(3600)",
+        )
     path = tmp_path / f"recipe-{uuid.uuid4().hex[:8]}.yaml"
     path.write_text(text)
     return path
@@ -169,6 +176,7 @@ def test_a_local_job_reports_the_post_every_stage_and_the_end_with_the_token(
     assert started["metadata"]["log_dir"] == str(result.log_dir)
     assert (started["metadata"]["backend_type"], started["metadata"]["frontend_type"]) == ("toy", "toy-router")
     assert puts[-1]["body"]["exit_code"] == 0
+    assert "cache ready; no token" in (result.log_dir / "service_cache.out").read_text()  # units never get it
     assert token_in(result.log_dir, token) == []
     assert token not in result.output
 
