@@ -93,7 +93,7 @@ class StatusReporter:
     async def finish(self) -> None:
         """The job ended: let the queued requests go out for at most `final_wait` seconds.
 
-        A collector with a request hanging since long before the end is not waited for
+        A collector with a request hanging since well before the end is not waited for
         at all: it would not take the final status within the bound anyway.
         """
         waited = [s for s in self.senders if not s.stuck()]

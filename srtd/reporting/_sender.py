@@ -20,7 +20,10 @@ TIMEOUT = 5.0  # seconds per request
 ATTEMPTS = 2
 RETRY_PAUSE = 0.5  # seconds between the attempts
 QUEUE = 64  # requests waiting per collector; more are dropped
-STUCK_AFTER = 1.0  # seconds: a request in flight this long at the job's end is not waited for
+# A request in flight this long at the job's end means the collector hangs: it is not
+# waited for.  A collector that has not answered anything yet gets less benefit of the doubt.
+STUCK_AFTER = 1.0  # seconds, once the collector has answered
+FIRST_ANSWER_WITHIN = 0.25  # seconds, before it has
 
 
 class Sender:
@@ -32,6 +35,7 @@ class Sender:
         self.dropped = 0
         self.idle = anyio.Event()  # set once the queue is closed and drained
         self.busy_since: float | None = None  # when the request in flight was first tried
+        self.answered = False  # the collector has answered (any HTTP status) at least once
         self._hurry = anyio.Event()  # the job ended: no more pauses between attempts
         self._warned: set[int] = set()  # answers already warned about: one warning each
         self._send, self._receive = anyio.create_memory_object_stream[Request](QUEUE)
@@ -51,8 +55,9 @@ class Sender:
         self._hurry.set()
 
     def stuck(self) -> bool:
-        """A request has been in flight for over `STUCK_AFTER` s: the collector hangs."""
-        return self.busy_since is not None and anyio.current_time() - self.busy_since > STUCK_AFTER
+        """A request has been in flight for too long: the collector hangs."""
+        patience = STUCK_AFTER if self.answered else FIRST_ANSWER_WITHIN
+        return self.busy_since is not None and anyio.current_time() - self.busy_since > patience
 
     async def run(self) -> None:
         try:
@@ -79,6 +84,7 @@ class Sender:
                     "status collector unreachable", endpoint=self.endpoint, attempt=attempt, error=type(err).__name__
                 )
             else:
+                self.answered = True
                 code = response.status_code
                 if code < 300:
                     return code

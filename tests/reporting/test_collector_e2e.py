@@ -221,13 +221,36 @@ def test_a_redirect_to_a_login_page_is_a_warning_and_the_job_goes_on(
     assert token_in(result.log_dir, token) == []
 
 
+# A short job with no fixed ports: a service gated by a log probe, then a terminal one.
+# Its wall time is mostly srtd's own (start, plan, teardown), which reporting could grow.
+SHORT_JOB = """\
+schema: 2
+name: short
+model: {path: "hf:srtd/toy", container: toy, precision: bf16}
+resources: {gpu_type: cpu, gpus_per_node: 1}
+frontend: {type: none}
+observability: {tachometer: {enabled: false}}
+services:
+  - name: infra
+    start: before_workers
+    command: [python3, -c, "import time; print('up', flush=True); time.sleep(3600)"]
+    readiness: {log: {pattern: up}}
+  - name: job
+    command: [python3, -c, "import time; time.sleep(0.5)"]
+    terminal: true
+"""
+
+
 def test_a_collector_that_never_answers_does_not_slow_the_job(tmp_path: Path, token: str) -> None:
     # The machine is shared, so one run's wall time is noisy: compare the best of three.
     with socket.socket() as hang:  # the kernel accepts connections; nobody ever reads or answers
         hang.bind(("127.0.0.1", 0))
         hang.listen(64)
+        plain_recipe = tmp_path / "plain.yaml"
+        plain_recipe.write_text(SHORT_JOB)
+        hanging_recipe = tmp_path / "hanging.yaml"
         url = f"http://127.0.0.1:{hang.getsockname()[1]}"
-        plain_recipe, hanging_recipe = recipe(tmp_path, None), recipe(tmp_path, url)
+        hanging_recipe.write_text(SHORT_JOB + f"reporting:\n  status:\n    endpoint: {url}\n")
         plain: list[Run] = []
         hanging: list[Run] = []
         for _ in range(3):

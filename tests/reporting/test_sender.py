@@ -154,7 +154,7 @@ async def test_a_hanging_collector_holds_the_end_for_final_wait_only() -> None:
 
 
 async def test_a_collector_hanging_since_long_before_the_end_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sender_module, "STUCK_AFTER", 0.05)
+    monkeypatch.setattr(sender_module, "FIRST_ANSWER_WITHIN", 0.05)
     reporter = StatusReporter(make_plan(), transport=Hang(), environ={}, log=Log(), final_wait=30.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reporter.run)
@@ -166,6 +166,20 @@ async def test_a_collector_hanging_since_long_before_the_end_is_not_waited_for(m
         took = time.monotonic() - began
         tg.cancel_scope.cancel()
     assert took < 5.0  # generous: not the 30 s final_wait
+
+
+async def test_a_slow_final_answer_is_waited_for_within_final_wait() -> None:
+    class Slow(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if b'"completed"' in request.content:
+                await anyio.sleep(0.2)
+            return httpx.Response(200)
+
+    plan = make_plan(SETTINGS.model_copy(update={"endpoints": ("http://one",)}))
+    reporter = StatusReporter(plan, transport=Slow(), environ={}, log=Log(), final_wait=5.0)
+    await drive(reporter)
+    sent = reporter.senders[0].sent
+    assert [(r.body.get("status"), code) for r, code in sent][-1] == ("completed", 200)
 
 
 async def test_a_full_queue_drops_updates_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
