@@ -14,13 +14,13 @@ from srtd.events import Event, JobState, UnitState
 from srtd.reporting._contract import Request, Stage, Status, iso, job_created, job_updated
 from srtd.unit import Plan
 
-# plan phase -> the collector stage it belongs to
+# plan phase -> the collector stage its units enter.  `after_frontend` services (sidecars,
+# terminal services) enter none: they run within whatever stage the job is in.
 PHASE_STAGE = {
     "infra": Stage.HEAD_INFRASTRUCTURE,
     "before_workers": Stage.HEAD_INFRASTRUCTURE,
     "workers": Stage.WORKERS,
     "frontend": Stage.FRONTEND,
-    "after_frontend": Stage.FRONTEND,
     "benchmark": Stage.BENCHMARK,
 }
 # stage -> (status, message) of the PUT that enters it, in the contract's order
