@@ -76,12 +76,18 @@ def test_the_cluster_settings_report_every_job_and_the_recipe_wins_field_by_fiel
     assert "reporting" not in plan_of(recipe("reporting:\n  status:\n    endpoints: []\n"), cluster)
 
 
-def test_the_cluster_file_and_its_environment_variables_set_the_collector(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def no_settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SRTD_* variable of the machine's leaks into the cluster settings."""
     for name in list(os.environ):
         if name.startswith("SRTD_"):
             monkeypatch.delenv(name)
+
+
+@pytest.mark.usefixtures("no_settings_env")
+def test_the_cluster_file_and_its_environment_variables_set_the_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "srtslurm.yaml"
     path.write_text("cluster: lab\nreporting:\n  status:\n    endpoint: http://collector:8080\n")
     cluster, _ = load_cluster(path)
@@ -116,12 +122,10 @@ def test_bad_collector_settings_are_refused_with_their_location(block: str, wher
     assert json.dumps(str(err.value))  # one readable message
 
 
+@pytest.mark.usefixtures("no_settings_env")
 def test_a_bad_collector_in_the_cluster_settings_is_refused_with_its_location(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in list(os.environ):
-        if name.startswith("SRTD_"):
-            monkeypatch.delenv(name)
     path = tmp_path / "srtslurm.yaml"
     path.write_text("cluster: lab\nreporting:\n  status:\n    endpoint: ftp://x\n")
     with pytest.raises(ClusterConfigError) as err:
