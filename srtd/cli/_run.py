@@ -130,6 +130,7 @@ def run(
     """
     from srtd.attach._server import serve
     from srtd.launch import LocalLauncher, SlurmLauncher
+    from srtd.reporting import status_service
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
@@ -171,4 +172,5 @@ def run(
             early_warning=plan.teardown.early_warning_seconds,
         )
         code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
+    from srtd.reporting import status_service
     raise SystemExit(code)

@@ -1,19 +1,22 @@
 """`StatusReporter`: the job's events in, status requests out, never in the job's way.
 
-An observer of `srtd.supervisor.run`: called with every event (synchronously, from
-the journal), it folds the event into requests and queues them for each collector;
-its `run` task sends them; `finish` gives the last ones (the final status) at most
-`FINAL_WAIT` seconds.  `report_submitted` is the POST of `srtd submit`.
+Called with every event (synchronously, from the journal), it folds the event into
+requests and queues them for each collector; its `run` task sends them; `finish`
+gives the last ones (the final status) at most `FINAL_WAIT` seconds.
+`status_service()` plugs it into `srtd.supervisor.supervise` as a service.
+`report_submitted` is the POST of `srtd submit`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -24,6 +27,9 @@ from srtd.reporting._contract import Request, job_created
 from srtd.reporting._fold import StageFold
 from srtd.reporting._sender import TIMEOUT, Sender
 from srtd.unit import Plan, StatusReporting
+
+if TYPE_CHECKING:
+    from srtd.supervisor import Job
 
 FINAL_WAIT = 0.5  # seconds the job's end waits for the last requests to go out
 SUBMIT_WAIT = 5.0  # seconds `report_submitted` waits at most, every collector and attempt included
@@ -85,7 +91,7 @@ class StatusReporter:
                 sender.offer(request)
 
     async def run(self) -> None:
-        """Send until `finish`; cancelled after it."""
+        """Send until `finish`; cancel it after that."""
         async with self.client, anyio.create_task_group() as tg:
             for sender in self.senders:
                 tg.start_soon(sender.run)
@@ -102,6 +108,35 @@ class StatusReporter:
         with anyio.move_on_after(self.final_wait):
             for sender in waited:
                 await sender.idle.wait()
+
+
+def status_service(
+    *, transport: httpx.AsyncBaseTransport | None = None, environ: Mapping[str, str] | None = None
+) -> Callable[[Job], AbstractAsyncContextManager[StatusReporter | None]]:
+    """A `srtd.supervisor` service that reports the job to its plan's collectors.
+
+    Entered before the job starts (it listens to the job's events and starts sending),
+    left after the job's final event (the final status gets its bounded last chance).
+    A plan without `reporting` makes it do nothing.
+    """
+
+    @contextlib.asynccontextmanager
+    async def service(job: Job) -> AsyncIterator[StatusReporter | None]:
+        if job.plan.reporting is None:
+            yield None
+            return
+        reporter = StatusReporter(job.plan, transport=transport, environ=environ)
+        job.listen(reporter)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reporter.run)
+            try:
+                yield reporter
+            finally:
+                with anyio.CancelScope(shield=True):  # bounded by `final_wait`
+                    await reporter.finish()
+                tg.cancel_scope.cancel()
+
+    return service
 
 
 async def post_submitted(
