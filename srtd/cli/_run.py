@@ -153,7 +153,8 @@ def run(
     log_path = _prepare_log_dir(plan)
     _local_path()
     console = JsonConsole() if as_json else None
-    services = [serve]  # the attach socket (srtd attach, ps, stop, restart, tail)
+    # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
+    services = [serve, status_service()]
     if local:
         code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
     else:
@@ -172,5 +173,4 @@ def run(
             early_warning=plan.teardown.early_warning_seconds,
         )
         code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
-    from srtd.reporting import status_service
     raise SystemExit(code)
