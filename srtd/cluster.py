@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
+from srtd.recipe import RULES_ERROR, ReportingConfig
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -101,6 +102,8 @@ class Cluster(BaseSettings):
     """Host directory of srt-slurm's benchmark scripts, mounted at /srtctl-benchmarks."""
     output_root: str = "outputs"
     """Where log directories go when the recipe sets no `output.log_dir`."""
+    reporting: ReportingConfig | None = None
+    """Status collectors of every job (`reporting.status`, as in a recipe); a recipe's own `reporting.status` wins."""
 
     @classmethod
     def settings_customise_sources(
@@ -183,6 +186,11 @@ def _describe(err: ValidationError, positions: Positions, path: Path | None) -> 
     lines = []
     for detail in err.errors(include_url=False):
         loc = tuple(detail["loc"])
+        if detail["type"] == RULES_ERROR:  # a section's own rules: one line per broken rule
+            for rel, text in (detail.get("ctx") or {}).get("problems", []):
+                sub = tuple(int(p) if p.isdigit() else p for p in str(rel).split(".") if p)
+                lines.append(_locate(f"{text}", (*loc, *sub), positions, path))
+            continue
         message = detail["msg"][:1].lower() + detail["msg"][1:]
         from_env = bool(loc) and f"SRTD_{str(loc[0]).upper()}" in os.environ
         if path is not None and not from_env and loc and loc[0] in Cluster.model_fields and positions.locate(loc):
@@ -191,3 +199,10 @@ def _describe(err: ValidationError, positions: Positions, path: Path | None) -> 
             name = ".".join(str(p) for p in loc)
             lines.append(f"SRTD_{name.upper()}: {message}, got {detail.get('input')!r}")
     return "\n".join(lines)
+
+
+def _locate(message: str, loc: tuple[Any, ...], positions: Positions, path: Path | None) -> str:
+    variable = "SRTD_" + "__".join(str(p).upper() for p in loc)
+    if path is not None and variable not in os.environ and positions.locate(loc):
+        return str(positions.problem(message, loc, prefer_key=True))
+    return f"{variable}: {message}"

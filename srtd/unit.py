@@ -249,6 +249,23 @@ class Unit(_Frozen):
         return data
 
 
+# --------------------------------------------------------------------------- status reporting
+
+
+class StatusReporting(_Frozen):
+    """Where the job's lifecycle is reported (srt-slurm's status collector contract).
+
+    Plain data: the collectors' base URLs and the *name* of the variable that holds
+    the bearer token, never the token itself (docs/plan.md).
+    """
+
+    endpoints: tuple[str, ...]  # base URLs, trailing "/" dropped, no duplicates
+    token_env: str = "SRTCTL_STATUS_TOKEN"  # the environment variable with the bearer token
+    job_id_prefix: str = ""  # the collector knows the job as prefix + job id
+    cluster: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)  # sent with the first PUT of a run
+
+
 # --------------------------------------------------------------------------- the plan
 
 
@@ -299,12 +316,16 @@ class Plan(_Frozen):
     # unit -> the exact srun line `srtd run` executes for its first attempt (Slurm plans
     # shown by `srtd plan` / saved by `srtd run`); left out of the JSON while empty.
     srun_lines: dict[str, str] = Field(default_factory=dict)
+    reporting: StatusReporting | None = None  # None: no status reporting (and no key in the JSON)
 
     @model_serializer(mode="wrap")
-    def _without_empty_lines(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Plans without these keep the exact JSON they had before the fields existed.
         data: dict[str, Any] = handler(self)
         if not data.get("srun_lines"):
             data.pop("srun_lines", None)
+        if data.get("reporting", "") is None:
+            del data["reporting"]
         return data
 
     def unit(self, name: str) -> Unit:

@@ -100,6 +100,10 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print("runs until stopped (manual benchmark, no terminal unit)")
     for path in plan.files:
         console.print(f"writes: {path}")
+    if plan.reporting is not None:
+        where = ", ".join(plan.reporting.endpoints)
+        prefix = f", job id {plan.reporting.job_id_prefix}<job id>" if plan.reporting.job_id_prefix else ""
+        console.print(f"status reporting: {where} (token from ${plan.reporting.token_env}{prefix})", markup=False)
 
 
 def _render_unit(unit: Unit, console: Console, srun_line: str | None) -> None:

@@ -130,6 +130,7 @@ def run(
     """
     from srtd.attach._server import serve
     from srtd.launch import LocalLauncher, SlurmLauncher
+    from srtd.reporting import status_service
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
@@ -152,7 +153,8 @@ def run(
     log_path = _prepare_log_dir(plan)
     _local_path()
     console = JsonConsole() if as_json else None
-    services = [serve]  # the attach socket (srtd attach, ps, stop, restart, tail)
+    # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
+    services = [serve, status_service()]
     if local:
         code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
     else:

@@ -143,6 +143,19 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
     _tool(["scontrol", "release", sub.job_id], f"scontrol release {sub.job_id}")
 
 
+def _report(sub: Submission) -> None:
+    """POST the submitted job to the status collectors (docs/recipe.md, status reporting).
+
+    At most a few seconds when a collector does not answer; never fails the submission.
+    """
+    if sub.plan.reporting is None or sub.job_id is None:
+        return
+    from srtd.reporting import report_submitted
+
+    metadata = {"variant": sub.loaded.variant} if sub.loaded.variant else {}
+    report_submitted(sub.plan.reporting, sub.job_id, job_name=sub.plan.name, recipe=sub.plan.recipe, metadata=metadata)
+
+
 def _job_fields(job_id: str) -> dict[str, str] | None:
     try:
         done = subprocess.run(
@@ -249,6 +262,7 @@ def submit(
         return
     for sub, text in prepared:
         _submit(sub, text, cluster_file)
+        _report(sub)
         if as_json:  # at once, also with --wait: a long wait must not hide the job ids
             click.echo(json.dumps(sub.record()))
         elif not as_json:

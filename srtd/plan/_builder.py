@@ -16,6 +16,7 @@ from srtd.engines import Engine, WorkerMode, engine_row
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
+from srtd.plan._reporting import JobShape, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe
 from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
 from srtd.topology import (
@@ -168,6 +169,8 @@ def build_plan(
             f"{teardown.early_warning_seconds} s; raise early_warning_seconds in the cluster settings"
         )
     hold = bench.unit is None and not any(u.terminal for u in units)
+    shape = JobShape(nodemap.head, ctx.log_dir, gpn, {r: role_shape(recipe, r, gpn) for r in recipe.roles})
+    reporting = status_reporting(recipe, cluster, shape, ctx.warn)
     return Plan(
         name=recipe.name,
         recipe=loaded.file if loaded else None,
@@ -179,13 +182,14 @@ def build_plan(
         allocation=nodemap.allocation,
         addresses={n: ctx.address(n) for n in nodemap.allocation},
         phases=PHASES,
-        units=tuple(units),
+        units=tuple(without_token(units, reporting)),
         gate=bench.gate,
         hold=hold,
         teardown=teardown,
         sbatch=None if local else _sbatch(recipe, cluster, nodemap, gpn, teardown),
         files=dict(sorted(ctx.files.items())),
         warnings=tuple(ctx.warnings),
+        reporting=reporting,
     )
 
 

@@ -12,13 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import Section, attribute_docs
+from srtd.recipe._base import RULES_ERROR, Section, attribute_docs
 from srtd.recipe._engines import ENGINE_MODELS, ENGINE_NAMES, CustomEngine, EngineConfig, ToyEngine
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
 from srtd.recipe._migrate import Migration, migrate_text
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
+from srtd.recipe._sections import ReportingConfig, ReportingStatusConfig
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 
@@ -66,12 +67,15 @@ __all__ = [
     "ENGINE_MODELS",
     "ENGINE_NAMES",
     "ROLE_NAMES",
+    "RULES_ERROR",
     "CustomEngine",
     "EngineConfig",
     "LivenessSpec",
     "LoadedRecipe",
     "Migration",
     "Recipe",
+    "ReportingConfig",
+    "ReportingStatusConfig",
     "RestartPolicy",
     "RoleConfig",
     "ServiceConfig",

@@ -8,6 +8,7 @@ recipe written for srt-slurm loads and the later features find their data.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -566,11 +567,29 @@ class ReportingStatusConfig(Section):
     endpoints: StrSeq | None = None
     """Several collectors."""
     token_env: str | None = None
-    """Name of the environment variable that holds the bearer token."""
-    logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
-    """Seconds between raw-log uploads."""
+    """Name of the environment variable that holds the bearer token (default SRTCTL_STATUS_TOKEN)."""
     job_id_prefix: str | None = None
-    """Prepended to the Slurm job id in what collectors receive (several clusters, one collector)."""
+    """Prepended to the job id the collectors see (`cluster-a:`), so jobs of several clusters stay apart."""
+    logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
+    """Seconds between raw-log uploads; accepted, not acted on yet."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> ReportingStatusConfig:
+        rules = Rules()
+        if self.endpoint is not None and not _is_http_url(self.endpoint):
+            rules.add("endpoint", f"must be an http:// or https:// URL, got {self.endpoint!r}")
+        for i, endpoint in enumerate(self.endpoints or ()):
+            if not _is_http_url(endpoint):
+                rules.add(f"endpoints.{i}", f"must be an http:// or https:// URL, got {endpoint!r}")
+        if self.token_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.token_env):
+            rules.add("token_env", "must be the name of an environment variable (the token itself stays out of files)")
+        rules.check()
+        return self
+
+
+def _is_http_url(text: str) -> bool:
+    scheme, _, rest = text.partition("://")
+    return scheme in ("http", "https") and bool(rest.strip("/")) and not any(c.isspace() for c in text)
 
 
 def _no_literal_secret(rules: Rules, section: Section, fields: dict[str, str]) -> None:

@@ -37,7 +37,7 @@ from srtd.supervisor._console import (
     SummaryRow,
     TerminalConsole,
 )
-from srtd.supervisor._journal import Journal
+from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
 from srtd.supervisor._probes import describe
 from srtd.supervisor._tail import LogLine, Tailer
@@ -158,6 +158,7 @@ class Job:
         self._stopping = False
         self._http: httpx.AsyncClient
         self._changed = anyio.Event()
+        self._listeners: list[Listener] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._started_at = 0.0
 
@@ -292,6 +293,14 @@ class Job:
 
     # ---------------------------------------------------------------- the job
 
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` with every event of the job, right after it is journaled.
+
+        For services (status reporting): call it before the job runs; the listener must
+        neither block nor raise.
+        """
+        self._listeners.append(listener)
+
     async def run(self) -> JobResult:
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -300,6 +309,8 @@ class Job:
             raise LaunchError(f"cannot write the log directory {self.log_dir}: {e}") from e
         write_files(self.plan)
         self.journal.listen(self._on_event)
+        for listener in self._listeners:
+            self.journal.listen(listener)
         self._started_at = self.clock.now()
         self.journal.emit(
             None,

@@ -66,7 +66,8 @@ def test_attach_and_its_verbs_work_on_a_slurm_job(
     steps = squeue_steps(job)
     for name, unit in units.items():
         assert unit["state"] == "ready", (name, unit)
-        assert unit["step"] is not None and unit["step"].startswith(f"{job}."), (name, unit)
+        assert unit["step"] is not None, (name, unit)
+        assert unit["step"].startswith(f"{job}."), (name, unit)
         assert steps[unit["step"]] == name
 
     # restart one worker: it comes back as step <name>_r1, ready; the other is untouched

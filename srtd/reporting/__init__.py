@@ -1,0 +1,34 @@
+"""Status reporting to srt-slurm's collectors (docs/recipe.md, status reporting).
+
+Public surface:
+
+- `status_service()`: a service for `srtd.supervisor.run(..., services=[...])` that
+  reports the job to the collectors of its plan's `reporting` (nothing without one).
+- `StatusReporter(plan)`: what the service runs: the job's events in (`reporter(event)`),
+  `POST`/`PUT` requests out on a background task (`await reporter.run()`), a bounded
+  last word (`await reporter.finish()`).
+- `report_submitted(settings, job_id, job_name=..., recipe=..., metadata=...)`: the
+  POST of a submitted job (for `srtd submit`); `post_submitted` is its async form.
+- `StageFold`, `Status`, `Stage`, `Request`: the pure event -> request logic and the
+  contract's values.
+
+This package reads the plan and the events only; the supervisor knows nothing of it.
+"""
+
+from srtd.reporting._contract import Request, Stage, Status
+from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
+from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted, status_service
+
+__all__ = [
+    "FINAL_WAIT",
+    "PHASE_STAGE",
+    "Request",
+    "Stage",
+    "StageFold",
+    "Status",
+    "StatusReporter",
+    "collector_job_id",
+    "post_submitted",
+    "report_submitted",
+    "status_service",
+]

@@ -1,0 +1,197 @@
+"""`StatusReporter`: the job's events in, status requests out, never in the job's way.
+
+Called with every event (synchronously, from the journal), it folds the event into
+requests and queues them for each collector; its `run` task sends them; `finish`
+gives the last ones (the final status) at most `FINAL_WAIT` seconds.
+`status_service()` plugs it into `srtd.supervisor.supervise` as a service.
+`report_submitted` is the POST of `srtd submit`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+import structlog
+
+from srtd.events import Event
+from srtd.reporting._contract import Request, job_created
+from srtd.reporting._fold import StageFold
+from srtd.reporting._sender import TIMEOUT, Sender
+from srtd.unit import Plan, StatusReporting
+
+if TYPE_CHECKING:
+    from srtd.supervisor import Job
+
+FINAL_WAIT = 0.5  # seconds the job's end waits for the last requests to go out
+SUBMIT_WAIT = 5.0  # seconds `report_submitted` waits at most, every collector and attempt included
+
+
+def _logger() -> Any:
+    """Warnings to stderr (stdout may carry `--json` events); debug lines dropped."""
+    return structlog.wrap_logger(
+        structlog.PrintLogger(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28),
+        ],
+    )
+
+
+def _client(
+    settings: StatusReporting, environ: Mapping[str, str], transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncClient:
+    token = (environ.get(settings.token_env) or "").strip()  # a token file's trailing newline is no part of it
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(
+        transport=transport, timeout=TIMEOUT, follow_redirects=False, trust_env=False, headers=headers
+    )
+
+
+class StatusReporter:
+    """Reports one job's lifecycle to the collectors of `plan.reporting`."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        post_job: bool | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+        final_wait: float = FINAL_WAIT,
+        log: Any = None,
+    ) -> None:
+        if plan.reporting is None:
+            raise ValueError("the plan has no reporting section")
+        self.settings = plan.reporting
+        self.fold = StageFold(plan, post_job=plan.local if post_job is None else post_job)
+        self.final_wait = final_wait
+        self.log = log if log is not None else _logger()
+        self.client = _client(self.settings, os.environ if environ is None else environ, transport)
+        self.senders = [Sender(ep, self.client, self.log) for ep in self.settings.endpoints]
+
+    def __call__(self, event: Event) -> None:
+        try:
+            requests = self.fold.feed(event)
+        except Exception as err:  # a reporting bug must never fail the job
+            self.log.debug("status fold failed", error=repr(err))
+            return
+        for request in requests:
+            for sender in self.senders:
+                sender.offer(request)
+
+    async def run(self) -> None:
+        """Send until `finish`; cancel it after that."""
+        async with self.client, anyio.create_task_group() as tg:
+            for sender in self.senders:
+                tg.start_soon(sender.run)
+
+    async def finish(self) -> None:
+        """The job ended: let the queued requests go out for at most `final_wait` seconds.
+
+        A collector with a request hanging since well before the end is not waited for
+        at all: it would not take the final status within the bound anyway.
+        """
+        waited = [s for s in self.senders if not s.stuck()]
+        for sender in self.senders:
+            sender.close()
+        with anyio.move_on_after(self.final_wait):
+            for sender in waited:
+                await sender.idle.wait()
+
+
+def status_service(
+    *, transport: httpx.AsyncBaseTransport | None = None, environ: Mapping[str, str] | None = None
+) -> Callable[[Job], AbstractAsyncContextManager[StatusReporter | None]]:
+    """A `srtd.supervisor` service that reports the job to its plan's collectors.
+
+    Entered before the job starts (it listens to the job's events and starts sending),
+    left after the job's final event (the final status gets its bounded last chance).
+    A plan without `reporting` makes it do nothing.
+    """
+
+    @contextlib.asynccontextmanager
+    async def service(job: Job) -> AsyncIterator[StatusReporter | None]:
+        if job.plan.reporting is None:
+            yield None
+            return
+        reporter = StatusReporter(job.plan, transport=transport, environ=environ)
+        job.listen(reporter)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reporter.run)
+            try:
+                yield reporter
+            finally:
+                with anyio.CancelScope(shield=True):  # bounded by `final_wait`
+                    await reporter.finish()
+                tg.cancel_scope.cancel()
+
+    return service
+
+
+async def post_submitted(
+    settings: StatusReporting,
+    job_id: str,
+    *,
+    job_name: str,
+    recipe: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    submitted_at: float | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    environ: Mapping[str, str] | None = None,
+    log: Any = None,
+) -> bool:
+    """POST a submitted job to every collector; True when every one accepted it (2xx)."""
+    request: Request = job_created(
+        settings.job_id_prefix + job_id,
+        job_name=job_name,
+        cluster=settings.cluster,
+        recipe=recipe,
+        submitted_at=time.time() if submitted_at is None else submitted_at,
+        metadata=metadata,
+    )
+    log = log if log is not None else _logger()
+    async with _client(settings, os.environ if environ is None else environ, transport) as client:
+        senders = [Sender(ep, client, log) for ep in settings.endpoints]
+        with anyio.move_on_after(SUBMIT_WAIT):
+            async with anyio.create_task_group() as tg:
+                for sender in senders:
+                    sender.offer(request)
+                    sender.close()
+                    tg.start_soon(sender.run)
+    return all(s.sent and s.sent[0][1] is not None and s.sent[0][1] < 300 for s in senders)
+
+
+def report_submitted(
+    settings: StatusReporting | None,
+    job_id: str,
+    *,
+    job_name: str,
+    recipe: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> bool:
+    """`srtd submit`'s POST of a job it submitted (tags go in `metadata["tags"]`).
+
+    Synchronous, at most `SUBMIT_WAIT` seconds in all; False when nothing is configured
+    or a collector did not accept it in time.  Never raises for a collector's failure.
+    """
+    if settings is None or not settings.endpoints:
+        return False
+
+    async def post() -> bool:
+        return await post_submitted(
+            settings, job_id, job_name=job_name, recipe=recipe, metadata=metadata, transport=transport
+        )
+
+    return anyio.run(post)
