@@ -1,0 +1,87 @@
+"""Both log watchers deliver lines: inotify (local) and the adaptive stat-poll (fallback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from srtd.supervisor._tail import LogLine, Tailer
+from srtd.supervisor._watch import InotifyWatcher, LogWatcher, PollWatcher, open_watcher, watch_mode
+
+WATCHERS = {"inotify": InotifyWatcher, "poll": PollWatcher}
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+async def _next(stream: anyio.abc.ObjectReceiveStream[LogLine]) -> LogLine:
+    with anyio.fail_after(10):  # a generous bound: a missed line hangs, a slow machine does not fail
+        return await stream.receive()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", sorted(WATCHERS))
+async def test_watcher_delivers_lines_of_new_rotated_and_truncated_files(tmp_path: Path, kind: str) -> None:
+    watcher: LogWatcher = WATCHERS[kind]()
+    path = tmp_path / "logs" / "unit.log"
+    path.parent.mkdir()
+    quiet = Tailer(tmp_path / "logs" / "other.log")
+    tailer = Tailer(path)
+    stream = tailer.subscribe()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher.run)
+            watcher.add(quiet)
+            watcher.add(tailer)  # the file does not exist yet
+            await anyio.sleep(0.05)
+            _append(path, b"hello\n")
+            assert await _next(stream) == LogLine("hello", 0)
+            _append(path, b"partial")
+            _append(path, b" line\nsecond\n")
+            assert await _next(stream) == LogLine("partial line", 0)
+            assert await _next(stream) == LogLine("second", 0)
+            tailer.rotate(tmp_path / "logs" / "unit.log.1")  # what a restart does
+            _append(path, b"attempt 2\n")
+            assert await _next(stream) == LogLine("attempt 2", 1)
+            path.write_bytes(b"")  # truncated in place
+            _append(path, b"x\n")
+            assert await _next(stream) == LogLine("x", 2)
+            tg.cancel_scope.cancel()
+    finally:
+        tailer.close()
+        quiet.close()
+        watcher.close()
+
+
+@pytest.mark.anyio
+async def test_inotify_watcher_polls_a_log_whose_directory_cannot_be_watched(tmp_path: Path) -> None:
+    watcher = InotifyWatcher()
+    path = tmp_path / "later" / "unit.log"  # no such directory when the tailer is added
+    tailer = Tailer(path)
+    stream = tailer.subscribe()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher.run)
+            watcher.add(tailer)
+            path.parent.mkdir()
+            _append(path, b"seen by the poll\n")
+            assert await _next(stream) == LogLine("seen by the poll", 0)
+            tg.cancel_scope.cancel()
+    finally:
+        tailer.close()
+        watcher.close()
+
+
+def test_watch_modes() -> None:
+    assert watch_mode(None) == "auto"
+    assert watch_mode("poll") == "poll"
+    with pytest.raises(ValueError, match="one of auto, inotify, poll, not 'nfs'"):
+        watch_mode("nfs")
+    assert isinstance(open_watcher("poll"), PollWatcher)
+    watcher = open_watcher("auto")
+    assert isinstance(watcher, InotifyWatcher)  # Linux CI: inotify is there
+    watcher.close()
