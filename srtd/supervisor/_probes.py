@@ -27,8 +27,9 @@ from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Probe, TcpProbe, Wo
 ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
 FIRST_PROBE_DELAY = 0.05  # then doubling up to QUICK_PROBE_DELAY
 QUICK_PROBE_DELAY = 0.25  # the pace during the unit's first interval, and after a nudge
-TCP_PACE = 1.0  # a refused connect is cheap: after the first interval, at least this often
-NUDGE_GAP = 0.2  # real seconds between two probes of one unit, whatever nudges it
+REFUSED_PACE = 1.0  # a refused connect is cheap: after the first interval, at least this often
+NUDGE_RATE = 5.0  # probes per real second one unit's nudges may cause, sustained
+NUDGE_BURST = 3.0  # ... and at once, after a quiet while
 NUDGE_WINDOW = 1.0  # after a nudge, probe at the quick pace for this long
 
 
@@ -49,19 +50,19 @@ def probe_delay(previous: float | None, elapsed: float, interval: float) -> floa
 class ProbePacer:
     """When one unit's next probe is due: the clock schedule, and what a nudge may do.
 
-    The clock schedule is `probe_delay` (after the first interval: every
-    `interval_seconds`, or every `TCP_PACE` for a TCP probe, whose refusals are
-    cheap).  A *nudge* (a new line in the unit's log; for the frontend gate, a
-    state change of another unit) asks for a probe now: it is granted, and the
-    quick pace resumes for `NUDGE_WINDOW`, unless an HTTP server answered "not
-    ready" less than `interval_seconds` ago (an engine's health endpoint must not
-    be hammered because its log is chatty).  The unit keeps `NUDGE_GAP` of real time
-    between probes; that part is plumbing, not semantics, so it is not on this clock.
+    The clock schedule is `probe_delay` during the first interval; after it, every
+    `REFUSED_PACE` while nothing listens (a refused connect costs next to nothing),
+    every `interval_seconds` once a server answers "not ready".  A *nudge* (a new
+    line in the unit's log; for the frontend gate, a state change of another unit)
+    asks for a probe now: it is granted, and the quick pace resumes for
+    `NUDGE_WINDOW`, unless an HTTP server answered "not ready" less than
+    `interval_seconds` ago (an engine's health endpoint must not be hammered
+    because its log is chatty).  How often nudges may probe (`NudgeBucket`) is
+    plumbing, not semantics, so it runs on real time, not on this clock.
     """
 
     def __init__(self, probe: TcpProbe | HttpProbe | WorkerCountProbe, interval: float, now: float) -> None:
         self.interval = interval
-        self.pace = min(interval, TCP_PACE) if isinstance(probe, TcpProbe) else interval
         self.holds = isinstance(probe, HttpProbe)  # the gate's router is asked, not an engine
         self.quick_until = now + interval
         self.previous: float | None = None
@@ -75,7 +76,7 @@ class ProbePacer:
             return self.interval
         if now >= self.quick_until:
             self.previous = None
-            return self.pace
+            return self.interval if result.answered else min(self.interval, REFUSED_PACE)
         delay = probe_delay(self.previous, 0.0, self.interval)
         self.previous = delay = min(delay, max(self.quick_until - now, FIRST_PROBE_DELAY))
         return delay
@@ -86,8 +87,36 @@ class ProbePacer:
             return False
         if now + NUDGE_WINDOW > self.quick_until:
             self.quick_until = now + NUDGE_WINDOW
-            self.previous = NUDGE_GAP / 2  # the follow-ups: NUDGE_GAP, then the quick pace
+            self.previous = QUICK_PROBE_DELAY / 2  # the follow-ups: at the quick pace
         return True
+
+
+class NudgeBucket:
+    """A token bucket: nudged probes at most `NUDGE_RATE` a second, `NUDGE_BURST` at once.
+
+    A nudged probe waits for a token and takes it; the clock's probes keep their own
+    pace.  So a line after a quiet while is followed at once, and a chatty log adds
+    at most `NUDGE_RATE` probes a second to the clock's.
+    """
+
+    def __init__(self, now: float, rate: float = NUDGE_RATE, burst: float = NUDGE_BURST) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+
+    def wait(self, now: float) -> float:
+        """Seconds until a nudged probe may run."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens = max(0.0, self.tokens - 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from srtd.events import FINAL_UNIT_STATES, Event, UnitState
 from srtd.launch import ExitStatus, Handle, signal_name
 from srtd.supervisor._clock import within
 from srtd.supervisor._liveness import LivenessWatcher
-from srtd.supervisor._probes import NUDGE_GAP, ProbePacer, check, describe
+from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
 from srtd.supervisor._restart import RestartTracker, rotated_log
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import (
@@ -369,9 +369,9 @@ class UnitRunner:
         clock = self.port.clock
         host = self.port.address(probe.node)
         pacer = ProbePacer(probe, interval, clock.now())
+        bucket = NudgeBucket(anyio.current_time())
         while not self.ready_now:
             self._nudged = anyio.Event()  # nudges from now on count for the next probe
-            probed_at = anyio.current_time()
             result = await check(probe, host=host, client=self.port.http)
             if result.ok:
                 return
@@ -384,7 +384,8 @@ class UnitRunner:
                     if not pacer.nudge(clock.now()):
                         self._nudged = anyio.Event()  # held: wait for the clock
                         continue
-                    await anyio.sleep(max(0.0, probed_at + NUDGE_GAP - anyio.current_time()))
+                    await anyio.sleep(bucket.wait(anyio.current_time()))
+                    bucket.take(anyio.current_time())
                 break
 
     async def _nudge_on_changes(self) -> None:

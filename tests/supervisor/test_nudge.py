@@ -18,7 +18,7 @@ import pytest
 from srtd.events import JobState, UnitState
 from srtd.launch import FakeLauncher, FakeRun, LocalLauncher
 from srtd.supervisor import JobResult, NullConsole, supervise
-from srtd.supervisor._probes import NUDGE_WINDOW, TCP_PACE, ProbePacer, ProbeResult
+from srtd.supervisor._probes import NUDGE_WINDOW, REFUSED_PACE, NudgeBucket, ProbePacer, ProbeResult
 from srtd.unit import Count, HttpProbe, LogProbe, Plan, Readiness, TcpProbe, Unit, UnitKind, WorkerCountProbe
 from tests.supervisor.helpers import PlanMaker, check_journal, edge, free_port
 
@@ -162,10 +162,10 @@ def test_refusals_are_followed_quickly_then_at_the_pace() -> None:
     assert pacer.after(0.05, REFUSED) == 0.1
     assert pacer.after(0.15, REFUSED) == 0.2
     assert pacer.after(0.35, REFUSED) == 0.25
-    assert pacer.after(20.0, REFUSED) == TCP_PACE  # after the first interval: cheap refusals stay frequent
+    assert pacer.after(20.0, REFUSED) == REFUSED_PACE  # after the first interval: cheap refusals stay frequent
     assert pacer.nudge(20.0) is True
-    assert pacer.after(20.0, REFUSED) == 0.2  # a nudge brings back the quick pace for a while
-    assert pacer.after(20.0 + NUDGE_WINDOW, REFUSED) == TCP_PACE
+    assert pacer.after(20.0, REFUSED) == 0.25  # a nudge brings back the quick pace for a while
+    assert pacer.after(20.0 + NUDGE_WINDOW, REFUSED) == REFUSED_PACE
 
 
 def test_the_gate_is_nudged_even_after_an_answer() -> None:
@@ -173,5 +173,15 @@ def test_the_gate_is_nudged_even_after_an_answer() -> None:
     pacer = ProbePacer(gate, interval=10.0, now=0.0)
     pacer.after(20.0, ProbeResult(False, "prefill 0/0, decode 0/1", answered=True))
     assert pacer.nudge(20.5) is True  # the router is asked, not an engine: a worker may have registered
-    http = ProbePacer(HttpProbe(node="n", port=1), interval=2.0, now=0.0)
-    assert http.after(30.0, REFUSED) == 2.0
+    assert pacer.after(30.0, ProbeResult(False, "prefill 0/0, decode 0/1", answered=True)) == 10.0
+    http = ProbePacer(HttpProbe(node="n", port=1), interval=10.0, now=0.0)
+    assert http.after(30.0, REFUSED) == REFUSED_PACE  # nothing listens yet: as cheap as a TCP refusal
+
+
+def test_nudges_may_burst_then_are_rate_limited() -> None:
+    bucket = NudgeBucket(now=0.0, rate=4.0, burst=2.0)
+    bucket.take(0.0)
+    assert bucket.wait(0.01) == 0.0  # two lines in a row are both followed at once
+    bucket.take(0.01)
+    assert bucket.wait(0.02) > 0.2  # a chatty log: at most 4 a second from now on
+    assert bucket.wait(0.3) == 0.0

@@ -1,0 +1,5 @@
+"""placeholder"""
+
+
+def peers(q):
+    return {}
