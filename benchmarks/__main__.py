@@ -8,12 +8,18 @@ Without a scenario name, all of them run, in the order listed by `--list`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from benchmarks._common import load_average, save
+
+# Measure srtd as installed (pip writes bytecode), not recompiled from source on every
+# start: the developers' shells set PYTHONDONTWRITEBYTECODE=1.  Children inherit this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 Scenario = Callable[[bool], dict[str, Any]]
 

@@ -204,6 +204,17 @@ async def run_job(
     return result
 
 
+def run_held(the_plan: Plan, settle: float = 0.0) -> JobResult:
+    """Run a held plan until every unit is up (`running`), wait `settle` s, stop it."""
+
+    async def stop_when_running(stop: Stop) -> None:
+        await wait_for_state(Path(the_plan.log_dir), "running")
+        await anyio.sleep(settle)
+        stop.request()
+
+    return anyio.run(lambda: run_job(the_plan, while_running=stop_when_running))
+
+
 def events_of(result: JobResult, unit: str | None, state: str) -> list[float]:
     return [e.ts for e in result.events if e.unit == unit and e.state == state]
 

@@ -6,8 +6,9 @@ its file (what a read does is the tailer's business).  Two kinds:
 - `InotifyWatcher`: one inotify descriptor for the whole job, one watch per log
   directory.  The loop sleeps in `anyio.wait_readable` on that descriptor, so a
   thousand quiet logs cost nothing at all; a write wakes it, and only the files
-  named in the events are read.  After a batch it pauses `BATCH_PAUSE` so that a
-  thousand chatty files are read in batches rather than once per `write()`.
+  named in the events are read.  After a batch of more than `BIG_BATCH` files it
+  pauses `BATCH_PAUSE`, so that a thousand chatty files are read in batches rather
+  than once per `write()`.
 - `PollWatcher`: for file systems that do not deliver inotify events for the
   writes that matter (a shared file system written from other nodes: Slurm's
   `srun --output`).  One task, one heap of due times: a file that just grew is
@@ -43,7 +44,8 @@ WATCH_ENV = "SRTD_LOG_WATCH"
 
 FAST_POLL = 0.05  # a file that just grew is read again this soon
 SLOW_POLL = 0.5  # the longest a quiet file goes unread (fallback only)
-BATCH_PAUSE = 0.005  # after a batch of inotify events: let more writes accumulate
+BATCH_PAUSE = 0.005  # after a big batch of inotify events: let more writes accumulate
+BIG_BATCH = 8  # files in one batch
 
 
 def watch_mode(value: str | None) -> WatchMode:
@@ -215,7 +217,8 @@ class InotifyWatcher(LogWatcher):
                         _, more = _read(tailer)
                         if more:
                             self._dirty[id(tailer)] = tailer
-                    await anyio.sleep(0 if self._dirty else BATCH_PAUSE)
+                    # a big batch means many chatty files: let their writes pile up a little
+                    await anyio.sleep(BATCH_PAUSE if len(batch) > BIG_BATCH and not self._dirty else 0)
 
     def close(self) -> None:
         self._inotify.close()
