@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -18,6 +20,20 @@ def _append(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+@contextlib.asynccontextmanager
+async def running(watcher: LogWatcher, *tailers: Tailer) -> AsyncIterator[None]:
+    """The watcher's loop runs inside; everything is closed after."""
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher.run)
+            yield
+            tg.cancel_scope.cancel()
+    finally:
+        for tailer in tailers:
+            tailer.close()
+        watcher.close()
+
+
 async def _next(stream: anyio.abc.ObjectReceiveStream[LogLine]) -> LogLine:
     with anyio.fail_after(10):  # a generous bound: a missed line hangs, a slow machine does not fail
         return await stream.receive()
@@ -32,29 +48,22 @@ async def test_watcher_delivers_lines_of_new_rotated_and_truncated_files(tmp_pat
     quiet = Tailer(tmp_path / "logs" / "other.log")
     tailer = Tailer(path)
     stream = tailer.subscribe()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watcher.run)
-            watcher.add(quiet)
-            watcher.add(tailer)  # the file does not exist yet
-            await anyio.sleep(0.05)
-            _append(path, b"hello\n")
-            assert await _next(stream) == LogLine("hello", 0)
-            _append(path, b"partial")
-            _append(path, b" line\nsecond\n")
-            assert await _next(stream) == LogLine("partial line", 0)
-            assert await _next(stream) == LogLine("second", 0)
-            tailer.rotate(tmp_path / "logs" / "unit.log.1")  # what a restart does
-            _append(path, b"attempt 2\n")
-            assert await _next(stream) == LogLine("attempt 2", 1)
-            path.write_bytes(b"")  # truncated in place
-            _append(path, b"x\n")
-            assert await _next(stream) == LogLine("x", 2)
-            tg.cancel_scope.cancel()
-    finally:
-        tailer.close()
-        quiet.close()
-        watcher.close()
+    async with running(watcher, tailer, quiet):
+        watcher.add(quiet)
+        watcher.add(tailer)  # the file does not exist yet
+        await anyio.sleep(0.05)
+        _append(path, b"hello\n")
+        assert await _next(stream) == LogLine("hello", 0)
+        _append(path, b"partial")
+        _append(path, b" line\nsecond\n")
+        assert await _next(stream) == LogLine("partial line", 0)
+        assert await _next(stream) == LogLine("second", 0)
+        tailer.rotate(tmp_path / "logs" / "unit.log.1")  # what a restart does
+        _append(path, b"attempt 2\n")
+        assert await _next(stream) == LogLine("attempt 2", 1)
+        path.write_bytes(b"")  # truncated in place
+        _append(path, b"x\n")
+        assert await _next(stream) == LogLine("x", 2)
 
 
 @pytest.mark.anyio
@@ -63,17 +72,11 @@ async def test_inotify_watcher_polls_a_log_whose_directory_cannot_be_watched(tmp
     path = tmp_path / "later" / "unit.log"  # no such directory when the tailer is added
     tailer = Tailer(path)
     stream = tailer.subscribe()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watcher.run)
-            watcher.add(tailer)
-            path.parent.mkdir()
-            _append(path, b"seen by the poll\n")
-            assert await _next(stream) == LogLine("seen by the poll", 0)
-            tg.cancel_scope.cancel()
-    finally:
-        tailer.close()
-        watcher.close()
+    async with running(watcher, tailer):
+        watcher.add(tailer)
+        path.parent.mkdir()
+        _append(path, b"seen by the poll\n")
+        assert await _next(stream) == LogLine("seen by the poll", 0)
 
 
 def test_watch_modes() -> None:
