@@ -264,7 +264,7 @@ def peers(quick: bool) -> dict[str, Any]:
         if not _installed(module):
             rows[peer] = {"missing": f"{module} is not installed (nox -s bench installs it)"}
             continue
-        rows[peer] = {**idle_workload(peer, n, window), **crash_workload(peer, restarts, timeout=40.0)}
+        rows[peer] = {**idle_workload(peer, n, window), **crash_workload(peer, restarts, timeout=25.0)}
     ratios: dict[str, dict[str, float]] = {}
     ours = rows["srtd"]
     for peer, row in rows.items():

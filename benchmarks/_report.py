@@ -93,9 +93,8 @@ def _readiness(r: dict[str, Any]) -> list[str]:
         " server is up, or after printing its line; for the gate: the first time the router's"
         " `/workers` counts both workers, polled every 20 ms from outside) to srtd's `ready` event."
         " Default settings: `interval_seconds` 2 s for tcp (services), 10 s for http and the gate"
-        " (engines and frontends). Units ready 0.5 s after launch run in small jobs of their own"
-        " (a dozen interpreters and a toy router starting in the same half second would measure"
-        " the CPU); the 10 s ones share one job.",
+        " (engines and frontends). The gates run in jobs of their own (the outside poll and the"
+        " routers would load the CPU the other cases are timed on).",
     )
     rows = []
     for case, label in CASES.items():

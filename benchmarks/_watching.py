@@ -84,7 +84,7 @@ def watch_case(n: int, mode: str, *, chatty: bool, window: float) -> dict[str, A
 
 
 def watching(quick: bool) -> dict[str, Any]:
-    window = 3.0 if quick else 8.0
+    window = 3.0 if quick else 6.0
     sizes = (100, 1000) if quick else (100, 500, 1000)
     cases = [watch_case(n, "auto", chatty=False, window=window) for n in sizes]
     cases.append(watch_case(1000, "poll", chatty=False, window=window))
