@@ -183,7 +183,8 @@ class InotifyWatcher(LogWatcher):
     def _mark(self, tailers: Iterable[Tailer]) -> None:
         for tailer in tailers:
             self._dirty[id(tailer)] = tailer
-        self._woken.set()
+        if self._dirty:  # events for files nobody tails (the journal, rotated logs) wake nothing
+            self._woken.set()
 
     def _drain_events(self) -> None:
         for event in self._inotify.read(timeout=0):
