@@ -9,8 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from srtd.errors import UsageError
+from srtd.launch import FakeLauncher
+from srtd.supervisor import Job
 from srtd.supervisor._tail import LogLine, Tailer
-from srtd.supervisor._watch import InotifyWatcher, LogWatcher, PollWatcher, open_watcher, watch_mode
+from srtd.supervisor._watch import WATCH_ENV, InotifyWatcher, LogWatcher, PollWatcher, open_watcher, watch_mode
+from srtd.unit import Plan, Unit, UnitKind
 
 WATCHERS = {"inotify": InotifyWatcher, "poll": PollWatcher}
 
@@ -88,3 +92,28 @@ def test_watch_modes() -> None:
     watcher = open_watcher("auto")
     assert isinstance(watcher, InotifyWatcher)  # Linux CI: inotify is there
     watcher.close()
+
+
+def _job(launcher: FakeLauncher, **kw: object) -> Job:
+    unit = Unit(name="a", kind=UnitKind.SERVICE, phase="p", nodes=("n1",), argv=("fake",), log="a.log")
+    plan = Plan(
+        name="w", job_id="1", log_dir="/nonexistent", nodes={}, allocation=("n1",), phases=("p",), units=(unit,)
+    )
+    return Job(plan, launcher, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_the_watch_mode_comes_from_the_caller_the_environment_or_the_launcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(WATCH_ENV, raising=False)
+    assert _job(FakeLauncher()).log_watch == "auto"
+    on_shared_fs = FakeLauncher()
+    on_shared_fs.log_watch = "poll"  # type: ignore[attr-defined]  # what a Slurm launcher says
+    assert _job(on_shared_fs).log_watch == "poll"
+    monkeypatch.setenv(WATCH_ENV, "inotify")
+    assert _job(on_shared_fs).log_watch == "inotify"
+    assert _job(on_shared_fs, log_watch="poll").log_watch == "poll"
+    monkeypatch.setenv(WATCH_ENV, "nfs")
+    with pytest.raises(UsageError, match=r"\$SRTD_LOG_WATCH: log watch mode must be one of auto, inotify, poll"):
+        _job(FakeLauncher())
