@@ -61,7 +61,7 @@ class ProbePacer:
     plumbing, not semantics, so it runs on real time, not on this clock.
     """
 
-    def __init__(self, probe: TcpProbe | HttpProbe | WorkerCountProbe, interval: float, now: float) -> None:
+    def __init__(self, probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe, interval: float, now: float) -> None:
         self.interval = interval
         self.holds = isinstance(probe, HttpProbe)  # the gate's router is asked, not an engine
         self.quick_until = now + interval

@@ -39,6 +39,7 @@ from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import (
     Condition,
     Edge,
+    FileProbe,
     HttpProbe,
     Liveness,
     LogProbe,
@@ -364,7 +365,9 @@ class UnitRunner:
             verdict = await watcher.run(lambda: self.port.stopping)
         finish(AttemptEnd("unhealthy", verdict.reason, detail={"unhealthy": verdict.detail()}))
 
-    async def _probe_until_ready(self, probe: TcpProbe | HttpProbe | WorkerCountProbe, interval: float) -> None:
+    async def _probe_until_ready(
+        self, probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe, interval: float
+    ) -> None:
         """Probe now, then when the pacer's clock says so or a nudge is granted."""
         clock = self.port.clock
         host = self.port.address(probe.node)
