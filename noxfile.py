@@ -178,3 +178,14 @@ def slurm(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("scripts/slurm-dev-cluster", "up", "4", external=True)
     session.run("pytest", "-q", "tests/slurm", *session.posargs, env={"SRTD_TEST_SLURM": "1"})
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (never in the default sessions or CI): results/*.json and docs/performance.md.
+
+    `nox -s bench` runs every scenario; `nox -s bench -- readiness peers` a few; `-- --quick`
+    a smoke run.  supervisord, circus and matplotlib are installed here only.
+    """
+    session.install("-e", ".", "supervisor", "circus", "matplotlib")
+    session.run("python", "-m", "benchmarks", *session.posargs)

@@ -45,6 +45,7 @@ class PlanContext:
     files: dict[str, str] = field(default_factory=dict)  # host path -> content, written before launch
     mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own
     _warned: set[str] = field(default_factory=set)
+    _process_index: dict[str, tuple[list[Process], int, dict[Endpoint, list[Process]]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ notes
 
@@ -64,6 +65,18 @@ class PlanContext:
     @property
     def all_processes(self) -> list[Process]:
         return [p for role in self.processes.values() for p in role]
+
+    def processes_of(self, endpoint: Endpoint) -> list[Process]:
+        """The processes of one endpoint, in node-rank order.  An index, not a scan per
+        endpoint: a 1000-worker recipe would otherwise plan in quadratic time."""
+        procs = self.processes.get(endpoint.role, [])
+        cached = self._process_index.get(endpoint.role)
+        if cached is None or cached[0] is not procs or cached[1] != len(procs):
+            index: dict[Endpoint, list[Process]] = {}
+            for p in procs:
+                index.setdefault(p.endpoint, []).append(p)
+            cached = self._process_index[endpoint.role] = (procs, len(procs), index)
+        return list(cached[2].get(endpoint, ()))
 
     # ------------------------------------------------------------------ containers
 

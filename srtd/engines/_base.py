@@ -206,7 +206,7 @@ class Engine:
     # ------------------------------------------------------------------ units
 
     def units(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint, mode: WorkerMode) -> list[Unit]:
-        procs = [p for p in ctx.processes[role] if p.endpoint == endpoint]
+        procs = ctx.processes_of(endpoint)
         if self.launch_per_endpoint:
             procs = procs[:1]
         group = endpoint.label if len(procs) > 1 else None

@@ -115,7 +115,7 @@ def _disagg_mode(role: str) -> list[str]:
 
 def _leader(ctx: PlanContext, proc: Process) -> Process:
     endpoint = proc.endpoint
-    return next(p for p in ctx.processes[endpoint.role] if p.endpoint == endpoint and p.is_leader)
+    return next(p for p in ctx.processes_of(endpoint) if p.is_leader)
 
 
 def _multi_node(ctx: PlanContext, proc: Process) -> list[str]:
@@ -649,7 +649,7 @@ class TokenSpeed(Engine):
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
         module = "dynamo.tokenspeed" if mode.launch == "dynamo" else "smg_grpc_servicer.tokenspeed"
         endpoint = proc.endpoint
-        leader = next(p for p in ctx.processes[role] if p.endpoint == endpoint and p.is_leader)
+        leader = next(p for p in ctx.processes_of(endpoint) if p.is_leader)
         argv = ["python3", "-m", module, "--model", ctx.model_path]
         argv += ["--served-model-name", self.served_model_name(ctx, role)]
         # gRPC on the node's own address: only the router (or Dynamo) talks to it

@@ -169,6 +169,10 @@ def _status_of(status: ExitStatus) -> ExitStatus:
 class SlurmLauncher:
     """Launch units as steps of job `job_id` (srtd runs inside it).  See the module docstring."""
 
+    # Steps on other nodes write their --output files through a shared file system, whose
+    # writes from other nodes raise no inotify event here: the job's log watcher polls.
+    log_watch = "poll"
+
     def __init__(
         self,
         *,

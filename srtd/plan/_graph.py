@@ -23,6 +23,7 @@ def with_phase_edges(units: Sequence[Unit]) -> list[Unit]:
     through its gate); everything else is waited for as `ready`.  One-shot builds
     start at once: only their own service waits for them.
     """
+    barriers = {phase: _barrier(units, phase) for phase in PHASES}  # once, not once per unit
     out = []
     for unit in units:
         if unit.kind is UnitKind.BUILD:
@@ -31,7 +32,7 @@ def with_phase_edges(units: Sequence[Unit]) -> list[Unit]:
         index = PHASES.index(unit.phase)
         edges = list(unit.after)
         for earlier in reversed(PHASES[:index]):
-            barrier = _barrier(units, earlier)
+            barrier = barriers[earlier]
             if not barrier:
                 continue
             condition = Condition.STARTED if earlier == "workers" and unit.phase == "frontend" else Condition.READY

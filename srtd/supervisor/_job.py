@@ -26,7 +26,7 @@ import anyio.abc
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, ControlError, LaunchError, PlanError
+from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, ControlError, LaunchError, PlanError, UsageError
 from srtd.events import JOURNAL_FORMAT, Event, JobState, JobView, UnitState
 from srtd.launch import ExitStatus, Handle, Launcher
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
@@ -43,6 +43,7 @@ from srtd.supervisor._probes import describe
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
+from srtd.supervisor._watch import WATCH_ENV, LogWatcher, WatchMode, open_watcher, watch_mode
 from srtd.unit import LogProbe, Plan, Unit
 
 JOURNAL_NAME = "events.jsonl"
@@ -137,6 +138,7 @@ class Job:
         http_transport: httpx.AsyncBaseTransport | None = None,
         stop: Stop | None = None,
         console: Console | None = None,
+        log_watch: WatchMode | None = None,
     ) -> None:
         check_plan(plan)
         self.plan = plan
@@ -153,6 +155,8 @@ class Job:
             if runner.unit.group is not None:
                 self.groups.setdefault(runner.unit.group, _Group(runner.unit.group)).members.append(runner)
         self.tailers: dict[Path, Tailer] = {}
+        self.log_watch = self._log_watch(log_watch, launcher)
+        self._watcher: LogWatcher | None = None
         self.failure: tuple[str, str] | None = None
         self.first_fatal: tuple[str, str] | None = None
         self._stopping = False
@@ -161,6 +165,20 @@ class Job:
         self._listeners: list[Listener] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._started_at = 0.0
+
+    @staticmethod
+    def _log_watch(explicit: WatchMode | None, launcher: Launcher) -> WatchMode:
+        """The caller's choice, else $SRTD_LOG_WATCH, else the launcher's `log_watch`
+        (a launcher whose logs are written on other nodes says `poll`), else `auto`."""
+        if explicit is not None:
+            return explicit
+        try:
+            from_env = watch_mode(os.environ.get(WATCH_ENV))
+        except ValueError as e:
+            raise UsageError(f"${WATCH_ENV}: {e}") from e
+        if os.environ.get(WATCH_ENV):
+            return from_env
+        return watch_mode(getattr(launcher, "log_watch", None))
 
     # ---------------------------------------------------------------- the units' port (JobPort)
 
@@ -223,9 +241,9 @@ class Job:
     def tailer(self, path: Path) -> Tailer:
         tailer = self.tailers.get(path)
         if tailer is None:
-            assert self._tg is not None
+            assert self._watcher is not None
             tailer = self.tailers[path] = Tailer(path)
-            self._tg.start_soon(tailer.run)
+            self._watcher.add(tailer)
         return tailer
 
     def rotate_log(self, path: Path, target: Path) -> None:
@@ -311,6 +329,10 @@ class Job:
         self.journal.listen(self._on_event)
         for listener in self._listeners:
             self.journal.listen(listener)
+        # Made before the job counts as starting: it imports httpcore.  verify=False: probes
+        # speak plain http:// only (see _probes._url); the default TLS context would load the
+        # CA bundle, 0.1-0.3 s more before the first unit could launch.
+        client = httpx.AsyncClient(transport=self._transport, trust_env=False, verify=False)
         self._started_at = self.clock.now()
         self.journal.emit(
             None,
@@ -326,10 +348,12 @@ class Job:
         )
         end: _End | None = None
         try:
-            async with self.launcher, httpx.AsyncClient(transport=self._transport, trust_env=False) as http:
+            async with self.launcher, client as http:
                 self._http = http
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
+                    self._watcher = open_watcher(self.log_watch)
+                    tg.start_soon(self._watcher.run)
                     for runner in self.runners.values():
                         tg.start_soon(runner.run)
                     if self.console.progress_interval:
@@ -365,6 +389,8 @@ class Job:
     def _close(self) -> None:
         for tailer in self.tailers.values():
             tailer.close()
+        if self._watcher is not None:
+            self._watcher.close()
         self.journal.close()
         self.console.close()
 
@@ -517,6 +543,7 @@ async def supervise(
     stop: Stop | None = None,
     console: Console | None = None,
     services: Sequence[Service] = (),
+    log_watch: WatchMode | None = None,
 ) -> JobResult:
     """Run `plan` to its end with `launcher` (entered here) and return how it ended.
 
@@ -524,7 +551,9 @@ async def supervise(
     `stop` lets the caller end the job (`Stop.request`, `Stop.kill`); `run()` feeds
     signals into it.  `console=None` prints to stderr; pass `NullConsole()` for silence.
     Each of `services` is entered (with the `Job`) before the job starts and left after
-    its final event.  Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
+    its final event.  `log_watch` (`auto`, `inotify`, `poll`) overrides $SRTD_LOG_WATCH
+    and the launcher's `log_watch` (see `_watch.py`).
+    Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
     if the launcher or the log directory cannot be set up.
     """
     job = Job(
@@ -535,6 +564,7 @@ async def supervise(
         http_transport=http_transport,
         stop=stop,
         console=console,
+        log_watch=log_watch,
     )
     async with contextlib.AsyncExitStack() as stack:
         for service in services:

@@ -3,7 +3,8 @@
 `check()` runs one attempt of a tcp, http or worker-count probe against a host the
 launcher resolved, and says whether it passed and, if not, why (the last reason goes
 into the "not ready within N s" message).  Log probes are not polled: the unit's log
-watcher matches them line by line as the tailer delivers lines.
+watcher matches them line by line as the tailer delivers lines.  `ProbePacer` says
+when the next attempt is due: by the clock, or at once when something nudges it.
 
 HTTP goes through one shared `httpx.AsyncClient` whose transport can be injected
 (`httpx.MockTransport` in tests).  `trust_env=False`: a probe of a node never goes
@@ -25,11 +26,15 @@ from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Probe, TcpProbe, Wo
 
 ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
 FIRST_PROBE_DELAY = 0.05  # then doubling up to QUICK_PROBE_DELAY
-QUICK_PROBE_DELAY = 0.25  # the pace during the unit's first interval
+QUICK_PROBE_DELAY = 0.25  # the pace during the unit's first interval, and after a nudge
+REFUSED_PACE = 1.0  # a refused connect is cheap: after the first interval, at least this often
+NUDGE_RATE = 5.0  # probes per real second one unit's nudges may cause, sustained
+NUDGE_BURST = 3.0  # ... and at once, after a quiet while
+NUDGE_WINDOW = 1.0  # after a nudge, probe at the quick pace for this long
 
 
 def probe_delay(previous: float | None, elapsed: float, interval: float) -> float:
-    """How long to wait before the next attempt.
+    """How long to wait before the next attempt, by the clock alone.
 
     A fresh unit is probed quickly (50 ms, doubling to 250 ms) during its first
     `interval` seconds, so a server that is up in 0.6 s is seen at 0.6 s, not at
@@ -42,10 +47,83 @@ def probe_delay(previous: float | None, elapsed: float, interval: float) -> floa
     return min(previous * 2, QUICK_PROBE_DELAY, max(interval - elapsed, FIRST_PROBE_DELAY))
 
 
+class ProbePacer:
+    """When one unit's next probe is due: the clock schedule, and what a nudge may do.
+
+    The clock schedule is `probe_delay` during the first interval; after it, every
+    `REFUSED_PACE` while nothing listens (a refused connect costs next to nothing),
+    every `interval_seconds` once a server answers "not ready".  A *nudge* (a new
+    line in the unit's log; for the frontend gate, a state change of another unit)
+    asks for a probe now: it is granted, and the quick pace resumes for
+    `NUDGE_WINDOW`, unless an HTTP server answered "not ready" less than
+    `interval_seconds` ago (an engine's health endpoint must not be hammered
+    because its log is chatty).  How often nudges may probe (`NudgeBucket`) is
+    plumbing, not semantics, so it runs on real time, not on this clock.
+    """
+
+    def __init__(self, probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe, interval: float, now: float) -> None:
+        self.interval = interval
+        self.holds = isinstance(probe, HttpProbe)  # the gate's router is asked, not an engine
+        self.quick_until = now + interval
+        self.previous: float | None = None
+        self.held_until: float | None = None
+
+    def after(self, now: float, result: ProbeResult) -> float:
+        """A probe just failed with `result`: the clock delay until the next one."""
+        if self.holds and result.answered:
+            self.held_until = now + self.interval
+            self.previous = None
+            return self.interval
+        if now >= self.quick_until:
+            self.previous = None
+            return self.interval if result.answered else min(self.interval, REFUSED_PACE)
+        delay = probe_delay(self.previous, 0.0, self.interval)
+        self.previous = delay = min(delay, max(self.quick_until - now, FIRST_PROBE_DELAY))
+        return delay
+
+    def nudge(self, now: float) -> bool:
+        """A hint that the state may have changed.  True: probe now (after the gap)."""
+        if self.held_until is not None and now < self.held_until:
+            return False
+        if now + NUDGE_WINDOW > self.quick_until:
+            self.quick_until = now + NUDGE_WINDOW
+            self.previous = QUICK_PROBE_DELAY / 2  # the follow-ups: at the quick pace
+        return True
+
+
+class NudgeBucket:
+    """A token bucket: nudged probes at most `NUDGE_RATE` a second, `NUDGE_BURST` at once.
+
+    A nudged probe waits for a token and takes it; the clock's probes keep their own
+    pace.  So a line after a quiet while is followed at once, and a chatty log adds
+    at most `NUDGE_RATE` probes a second to the clock's.
+    """
+
+    def __init__(self, now: float, rate: float = NUDGE_RATE, burst: float = NUDGE_BURST) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+
+    def wait(self, now: float) -> float:
+        """Seconds until a nudged probe may run."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens = max(0.0, self.tokens - 1)
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
     ok: bool
     detail: str = ""
+    answered: bool = False  # the server answered, and the answer was "not ready"
 
 
 def _url(host: str, port: int, path: str) -> str:
@@ -90,13 +168,13 @@ async def check(
     except httpx.HTTPError as e:
         return ProbeResult(False, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
     if response.status_code != probe.status:
-        return ProbeResult(False, f"HTTP {response.status_code} (want {probe.status})")
+        return ProbeResult(False, f"HTTP {response.status_code} (want {probe.status})", answered=True)
     if isinstance(probe, HttpProbe):
         return ProbeResult(True, f"HTTP {response.status_code}")
     try:
         document = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return ProbeResult(False, f"body is not JSON: {response.text[:200]!r}")
+        return ProbeResult(False, f"body is not JSON: {response.text[:200]!r}", answered=True)
     return evaluate_workers(probe, document)
 
 
@@ -180,4 +258,4 @@ def evaluate_workers(probe: WorkerCountProbe, document: Any) -> ProbeResult:
     decode = _total(document, probe.decode)
     detail = f"prefill {prefill}/{probe.expect_prefill}, decode {decode}/{probe.expect_decode}"
     ok = prefill >= probe.expect_prefill and decode >= probe.expect_decode
-    return ProbeResult(ok, detail)
+    return ProbeResult(ok, detail, answered=not ok)

@@ -13,10 +13,9 @@ Each line carries a `generation`, bumped on every truncation and rotation, so th
 consumer can ignore lines of an earlier attempt.  The supervisor rotates a crashed
 attempt's log itself through `rotate()`, which drains the old file first.
 
-Why a short poll (50 ms) rather than inotify: it is portable (shared file systems of
-Slurm clusters do not deliver inotify events for writes made on other nodes), it costs
-one `stat` and one `read` per file per tick, and 50 ms is well inside the 0.5 s the
-supervisor promises for reacting to a fatal line.
+A tailer does not decide when to read: a `LogWatcher` (`_watch.py`) calls `poll()`
+when inotify says the file changed, or on its adaptive poll schedule where inotify
+sees nothing.  A `poll()` of a file that did not change costs one `stat`.
 
 Consumers: `watch(handler)` registers a synchronous callback (the fatal-pattern and
 log-readiness matchers; they run inside `poll`, so a burst of lines can never overflow
@@ -37,8 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 CHUNK = 64 * 1024
 MAX_PARTIAL = 64 * 1024
-POLL_INTERVAL = 0.05
-BURST = 4 * 1024 * 1024  # bytes read per tick before the event loop gets its turn
+BURST = 4 * 1024 * 1024  # bytes read per poll before the event loop gets its turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +58,10 @@ class Tailer:
         self,
         path: Path,
         *,
-        poll_interval: float = POLL_INTERVAL,
         max_partial: int = MAX_PARTIAL,
         chunk: int = CHUNK,
     ) -> None:
         self.path = path
-        self.poll_interval = poll_interval
         self.max_partial = max_partial
         self.chunk = chunk
         self.generation = 0
@@ -107,6 +103,15 @@ class Tailer:
             self._streams = keep
 
     # ---------------------------------------------------------------- reading
+
+    @property
+    def offset(self) -> int:
+        """Bytes of the current file read so far."""
+        return self._offset
+
+    def reset(self) -> None:
+        """Forget the open file; the next `poll()` opens the path again."""
+        self._close()
 
     def _open(self) -> bool:
         try:
@@ -159,6 +164,13 @@ class Tailer:
         if self._fd is None and not self._open():
             return False
         assert self._fd is not None
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            pass  # renamed away: keep reading the open file
+        else:
+            if (st.st_dev, st.st_ino) == self._ident and st.st_size == self._offset:
+                return False  # the common case of an idle file: one stat, nothing to read
         size = os.fstat(self._fd).st_size
         if size < self._offset:  # truncated in place
             self.generation += 1
@@ -186,19 +198,6 @@ class Tailer:
         with contextlib.suppress(FileNotFoundError):
             os.replace(self.path, target)
         self.generation += 1
-
-    async def run(self) -> None:
-        """Poll until cancelled."""
-        try:
-            while True:
-                more = False
-                try:
-                    more = self.poll(limit=BURST)
-                except OSError:
-                    self._close()  # unreadable for now (NFS hiccup): start over next tick
-                await anyio.sleep(0 if more else self.poll_interval)
-        finally:
-            self._close()
 
     def close(self) -> None:
         self._close()

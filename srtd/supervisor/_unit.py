@@ -33,10 +33,21 @@ from srtd.events import FINAL_UNIT_STATES, Event, UnitState
 from srtd.launch import ExitStatus, Handle, signal_name
 from srtd.supervisor._clock import within
 from srtd.supervisor._liveness import LivenessWatcher
-from srtd.supervisor._probes import check, describe, probe_delay
+from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
 from srtd.supervisor._restart import RestartTracker, rotated_log
 from srtd.supervisor._tail import LogLine, Tailer
-from srtd.unit import Condition, Edge, Liveness, LogProbe, Readiness, Unit
+from srtd.unit import (
+    Condition,
+    Edge,
+    FileProbe,
+    HttpProbe,
+    Liveness,
+    LogProbe,
+    Readiness,
+    TcpProbe,
+    Unit,
+    WorkerCountProbe,
+)
 
 if TYPE_CHECKING:
     from srtd.supervisor._port import JobPort
@@ -100,6 +111,7 @@ class UnitRunner:
         self.last_probe: str | None = None
         self._finish: Callable[[AttemptEnd], None] | None = None
         self._ready_event = anyio.Event()
+        self._nudged = anyio.Event()
 
     # ---------------------------------------------------------------- state
 
@@ -301,8 +313,11 @@ class UnitRunner:
         text = line.text
         if self.unit.echo:
             self.port.echo(self.name, text)
-        if self.log_ready is not None and not self.ready_now and self.log_ready.search(text):
-            self._mark_ready()
+        if not self.ready_now:
+            if self.log_ready is None:
+                self._nudged.set()  # servers announce that they listen: probe now
+            elif self.log_ready.search(text):
+                self._mark_ready()
         for pattern in self.fatal:
             if pattern.search(text):
                 self.port.record_fatal(self.name, text)
@@ -324,16 +339,11 @@ class UnitRunner:
             if isinstance(probe, LogProbe):
                 await self._ready_event.wait()
                 return
-            host = self.port.address(probe.node)
-            began = clock.now()
-            delay: float | None = None
-            while not self.ready_now:
-                result = await check(probe, host=host, client=self.port.http)
-                if result.ok:
-                    return
-                self.last_probe = result.detail
-                delay = probe_delay(delay, clock.now() - began, readiness.interval_seconds)
-                await clock.sleep(delay)
+            async with anyio.create_task_group() as tg:
+                if isinstance(probe, WorkerCountProbe):
+                    tg.start_soon(self._nudge_on_changes)  # a worker became ready: ask the gate
+                await self._probe_until_ready(probe, readiness.interval_seconds)
+                tg.cancel_scope.cancel()
 
         if await within(clock, readiness.timeout_seconds, until_ready):
             self._mark_ready()
@@ -356,6 +366,37 @@ class UnitRunner:
         with tailer.watch(watcher.on_line):
             verdict = await watcher.run(lambda: self.port.stopping)
         finish(AttemptEnd("unhealthy", verdict.reason, detail={"unhealthy": verdict.detail()}))
+
+    async def _probe_until_ready(
+        self, probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe, interval: float
+    ) -> None:
+        """Probe now, then when the pacer's clock says so or a nudge is granted."""
+        clock = self.port.clock
+        host = self.port.address(probe.node)
+        pacer = ProbePacer(probe, interval, clock.now())
+        bucket = NudgeBucket(anyio.current_time())
+        while not self.ready_now:
+            self._nudged = anyio.Event()  # nudges from now on count for the next probe
+            result = await check(probe, host=host, client=self.port.http)
+            if result.ok:
+                return
+            self.last_probe = result.detail
+            delay = pacer.after(clock.now(), result)
+            due = clock.now() + delay
+            while True:
+                nudged = self._nudged
+                if await within(clock, due - clock.now(), nudged.wait):
+                    if not pacer.nudge(clock.now()):
+                        self._nudged = anyio.Event()  # held: wait for the clock
+                        continue
+                    await anyio.sleep(bucket.wait(anyio.current_time()))
+                    bucket.take(anyio.current_time())
+                break
+
+    async def _nudge_on_changes(self) -> None:
+        while True:
+            await self.port.changed()
+            self._nudged.set()
 
     def _probe_host(self) -> str | None:
         probe = self.unit.readiness.probe if self.unit.readiness is not None else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from srtd.errors import PlanError
 
@@ -59,12 +60,12 @@ class NodeMap:
     pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     unused: tuple[str, ...] = ()
 
-    @property
+    @cached_property  # asked once per planned unit: a 1000-worker plan must not rebuild it 1000 times
     def workers(self) -> tuple[str, ...]:
         """Engine worker nodes, in allocation order, each once."""
         return _dedup(n for role in ROLE_ORDER for n in self.roles.get(role, ()))
 
-    @property
+    @cached_property
     def compute(self) -> tuple[str, ...]:
         """Worker nodes, then every pool's."""
         return _dedup([*self.workers, *(n for nodes in self.pools.values() for n in nodes)])

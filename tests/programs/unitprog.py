@@ -162,9 +162,11 @@ def main() -> None:
         if delay > 0:
             time.sleep(delay)
         if kind == "say":
+            # Recorded first: srtd may stop us the moment the line is out (a fatal line
+            # is seen within milliseconds), before a mark written after it.
+            record("say", text=value)
             sys.stdout.write(value + "\n")
             sys.stdout.flush()
-            record("say", text=value)
         elif kind == "partial":
             sys.stdout.write(value)
             sys.stdout.flush()

@@ -117,21 +117,6 @@ def test_rotate_renames_and_starts_a_new_generation(tmp_path: Path) -> None:
     assert got.lines[-1] == LogLine("fresh", 1)
 
 
-@pytest.mark.anyio
-async def test_run_delivers_lines_shortly_after_they_are_written(tmp_path: Path) -> None:
-    path = tmp_path / "x.log"
-    tailer = Tailer(path)
-    stream = tailer.subscribe()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(tailer.run)
-        await anyio.sleep(0.01)
-        _append(path, b"hello\n")
-        with anyio.fail_after(0.5):
-            line = await stream.receive()
-        tg.cancel_scope.cancel()
-    assert line == LogLine("hello", 0)
-
-
 def test_a_slow_subscriber_is_dropped_not_waited_for(tmp_path: Path) -> None:
     path = tmp_path / "x.log"
     tailer = Tailer(path)
