@@ -81,8 +81,10 @@ def test_a_multinode_recipe_runs_as_named_steps_on_its_planned_nodes(
         watcher.join()
     assert done.returncode == 7, done.stdout + done.stderr  # the terminal unit's code
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(lines) == 1
-    job = lines[0]
+    assert len(lines) == 2  # the job as it was submitted, then its outcome
+    submitted, job = lines
+    assert "state" not in submitted
+    assert submitted["job_id"] == job["job_id"]
     assert job["exit_code"] == 7
     assert job["name"] == f"e2e-{token}"
     assert job["variant"] is None
