@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_local_run import REPO, srtd, wait_for
-from tests.supervisor.helpers import assert_no_leftovers, check_journal
+from tests.supervisor.helpers import assert_cancelled_by_sigint
 
 LIVENESS = REPO / "recipes" / "features" / "liveness.yaml"
 
@@ -74,7 +74,4 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGINT, out
-    journal = check_journal(log_dir / "events.jsonl", [])
-    assert journal[-1].state == "cancelled"
-    assert_no_leftovers(str(log_dir))
+    assert_cancelled_by_sigint(proc.returncode, out, log_dir)

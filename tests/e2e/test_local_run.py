@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from srtd.events import Event
-from tests.supervisor.helpers import assert_no_leftovers, check_journal, wait_for
+from tests.supervisor.helpers import assert_cancelled_by_sigint, assert_no_leftovers, check_journal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
@@ -87,10 +87,7 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGINT, out
-    journal = check_journal(log_dir / "events.jsonl", [])
-    assert journal[-1].state == "cancelled"
-    assert_no_leftovers(str(log_dir))
+    assert_cancelled_by_sigint(proc.returncode, out, log_dir)
 
 
 def test_json_output_is_the_journal_then_a_summary(tmp_path: Path) -> None:

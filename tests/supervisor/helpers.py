@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -187,3 +188,11 @@ def wait_for(log_dir: Path, predicate: Callable[[list[Event]], bool], timeout: f
 
 def states(events: Iterable[Event], unit: str | None) -> list[str]:
     return [e.state for e in events if e.unit == unit]
+
+
+def assert_cancelled_by_sigint(returncode: int | None, out: str, log_dir: Path) -> None:
+    """A job stopped with Ctrl-C: exit 130, a complete journal ending `cancelled`, nothing left running."""
+    assert returncode == 128 + signal.SIGINT, out
+    journal = check_journal(log_dir / "events.jsonl", [])
+    assert journal[-1].state == "cancelled"
+    assert_no_leftovers(str(log_dir))
