@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
-from srtd.engines import engine_row
+from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
 from srtd.unit import Srun, Unit, UnitKind
 
@@ -178,6 +178,7 @@ def contract_env(
             metrics += [f"http://{e}/metrics" for e in endpoints]
     if metrics:
         env["AIPERF_SERVER_METRICS_URLS"] = ",".join(metrics)
+    env.update(profiling_client_env(ctx, leaders, target.port, served_name(ctx)))
     for name, nodes in services.items():
         key = _key(name)
         env[f"SRT_SERVICE_{key}_NODES"] = ",".join(nodes)

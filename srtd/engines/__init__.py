@@ -14,6 +14,8 @@ from srtd.engines._base import (
 )
 from srtd.engines._dynamo_install import install_preamble
 from srtd.engines._engines import MORIIO_DISCOVERY_PORT, kv_connector
+from srtd.engines._profiling import client_env as profiling_client_env
+from srtd.engines._profiling import warn_unlaunched as warn_unlaunched_profiling
 
 __all__ = [
     "MORIIO_DISCOVERY_PORT",
@@ -26,7 +28,9 @@ __all__ = [
     "flags",
     "install_preamble",
     "kv_connector",
+    "profiling_client_env",
     "register_engine",
     "served_model_name",
+    "warn_unlaunched_profiling",
     "with_dynamo_install",
 ]

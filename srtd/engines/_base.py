@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from srtd.context import PlanContext, render
 from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
+from srtd.engines._profiling import worker_env as profiling_env
 from srtd.errors import PlanError
 from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig
 from srtd.recipe._base import Section
@@ -75,6 +76,7 @@ class Engine:
     # Every row says it; none is assumed.
     health_path: ClassVar[str | None] = None
     served_flag: ClassVar[str | None] = None  # the row passes the served name itself with this flag
+    torch_profiler_dir_env: ClassVar[str | None] = None  # where the engine's torch profiler writes
 
     # ------------------------------------------------------------------ questions
 
@@ -223,6 +225,7 @@ class Engine:
         env = self.base_env(ctx, role, proc, mode)
         env.update({k: render(v, values) for k, v in role_cfg.env.items()})
         env.update({k: render(v, values) for k, v in recipe.environment.items()})
+        env.update(profiling_env(ctx, role))
         if endpoint.partial and self.sets_visible_devices and self.visible_devices_env(ctx, cfg):
             env[ctx.cluster.visible_devices_env] = proc.visible_devices
         env.update(self.env(ctx, cfg, role, proc, mode))

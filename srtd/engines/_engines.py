@@ -130,6 +130,7 @@ def _multi_node(ctx: PlanContext, proc: Process) -> list[str]:
 @register_engine(SGLangEngine)
 class SGLang(Engine):
     health_path = "/health"  # sglang.launch_server and the Dynamo system port
+    torch_profiler_dir_env = "SGLANG_TORCH_PROFILER_DIR"
     served_flag = "--served-model-name"
     owned_flags = frozenset({"port", "host", "model-path", "disaggregation-mode", "nccl-port", "dist-init-addr"})
 
@@ -237,6 +238,7 @@ def kv_connector(recipe: Recipe, role: str) -> str | None:
 @register_engine(VLLMEngine)
 class VLLM(Engine):
     health_path = "/health"  # vllm serve and the Dynamo system port
+    torch_profiler_dir_env = "VLLM_TORCH_PROFILER_DIR"
     served_flag = "--served-model-name"
     owned_flags = frozenset({"port", "host", "model", "disaggregation-mode", "kv-transfer-config-from-connector"})
 

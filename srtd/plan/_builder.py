@@ -12,13 +12,21 @@ from srtd._yaml import dotted, walk
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
-from srtd.engines import Engine, WorkerMode, engine_row
+from srtd.engines import Engine, WorkerMode, engine_row, warn_unlaunched_profiling
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._reporting import JobShape, status_reporting, without_token
-from srtd.recipe import LoadedRecipe, Recipe
-from srtd.services import EffectiveService, effective_services, instances, service_problems, service_units
+from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
+from srtd.services import (
+    EffectiveService,
+    effective_services,
+    get_kind,
+    instances,
+    kind_names,
+    service_problems,
+    service_units,
+)
 from srtd.topology import (
     ROLE_ORDER,
     Cursor,
@@ -150,6 +158,7 @@ def build_plan(
     _place_workers(ctx, rows, mode)
     kept = _skip_unrunnable(ctx, services)
     _check_after(recipe, kept, services)
+    warn_unlaunched_profiling(ctx)
     services = kept
     _discovery(ctx, services)
     units, bench = _units(ctx, frontend, rows, services, mode)
@@ -325,6 +334,23 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
             ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
             store = eff.config.options.get("store_config")
             ctx.mooncake_store = dict(store) if isinstance(store, dict) else {}
+    _advertise_absent_planes(ctx)
+
+
+def _advertise_absent_planes(ctx: PlanContext) -> None:
+    """srtctl points every process at an etcd on the infra node even when the job runs none.
+
+    Except where the recipe switched the plane off: then nothing points at it.
+    """
+    switched_off = {s.type for s in ctx.recipe.services if not s.enabled}
+    for name in kind_names():
+        kind = get_kind(name)
+        if kind is None or name in switched_off or not kind.advertised_without_service:
+            continue
+        if kind.discovery_var and kind.discovery_var not in ctx.discovery:
+            value = kind.discovery_value(ctx.address(ctx.nodes.infra), ServiceConfig(name=name, type=name))
+            if value is not None:
+                ctx.discovery[kind.discovery_var] = value
 
 
 def _service_images(recipe: Recipe, services: list[EffectiveService]) -> dict[str, str | None]:

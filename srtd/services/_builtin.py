@@ -53,6 +53,7 @@ class Etcd(_DiscoveryPlane):
     fixed_ports = {"client": 2379, "peer": 2380}
     discovery_var = "ETCD_ENDPOINTS"
     discovery_format = "http://{address}:{port}"
+    advertised_without_service = True
 
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if svc.command:

@@ -57,6 +57,9 @@ class ServiceKind(Row):
     waits_for: ClassVar[tuple[str, ...]] = ()  # kinds whose services must be ready first
     discovery_var: ClassVar[str | None] = None  # the variable that points others at this service
     discovery_format: ClassVar[str] = "{address}:{port}"
+    # srtctl points every process at this plane on the infra node even when the job runs
+    # none (etcd); matching it keeps a service that reads the variable launching the same.
+    advertised_without_service: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ answers
 

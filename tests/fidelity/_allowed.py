@@ -20,10 +20,6 @@ def _colocated_decode(out: Outcome) -> bool:
     return bool(decode.get("nodes") in ("colocate", 0))
 
 
-def _no_etcd(out: Outcome) -> bool:
-    return "service_etcd" not in out.units
-
-
 def _no_dynamo_frontend(out: Outcome) -> bool:
     frontend = out.recipe.get("frontend") or {}
     return bool(frontend.get("type", "dynamo") != "dynamo")
@@ -80,30 +76,15 @@ ALLOWED: tuple[Allow, ...] = (
         side="added",
     ),
     Allow(
-        "*",
-        "env",
-        "ETCD_ENDPOINTS",
-        "srtctl points every service at an etcd even when the job runs none; srtd only where one runs",
-        side="dropped",
-        when=_no_etcd,
-    ),
-    Allow(
         "agg_*",
         "env",
-        "D*",  # DYN_* and the discovery variables
+        "DYN_*|ETCD_ENDPOINTS",
         "this srtctl gave direct (non-Dynamo) workers the Dynamo environment; nothing there reads it",
         side="dropped",
         when=_no_dynamo_frontend,
     ),
     Allow("*", "program", "python-vs-python3", "srtd calls python3 everywhere; the same interpreter in these images"),
     Allow("*", "flag", "served-model-name", "srtctl repeats --served-model-name for vLLM; srtd passes it once"),
-    Allow(
-        "*",
-        "env",
-        "TRTLLM_EPLB_SHM_NAME",
-        "srtctl draws a random name per run; srtd derives a unique one from job, role and index (plans are "
-        "reproducible)",
-    ),
     Allow(
         "*",
         "flag",

@@ -303,7 +303,7 @@ def compare_step(step: Step, unit: Unit, out: Outcome) -> None:
 def _tally(out: Outcome, step: str, aspect: str, counter: str, ups: dict[str, Any], ours: dict[str, Any]) -> None:
     """Count agreement of one kind of key/value pairs (flags or variables) and record each difference."""
     for key in dict.fromkeys([*ups, *ours]):
-        same = ups.get(key) == ours.get(key)
+        same = same_value(ups.get(key), ours.get(key))
         setattr(out, counter, getattr(out, counter) + 1)
         setattr(out, f"{counter}_agree", getattr(out, f"{counter}_agree") + same)
         if key in ups:
@@ -311,6 +311,17 @@ def _tally(out: Outcome, step: str, aspect: str, counter: str, ups: dict[str, An
             setattr(out, f"upstream_{counter}_kept", getattr(out, f"upstream_{counter}_kept") + same)
         if not same:
             out.diffs.append(Diff(step, aspect, key, ups.get(key), ours.get(key)))
+
+
+RANDOM = "<random>"  # the snapshots' mark for a value upstream draws afresh on each run
+
+
+def same_value(upstream: Any, ours: Any) -> bool:
+    """Equal, where a `<random>` part of upstream's value stands for any non-empty text of srtd's."""
+    if isinstance(upstream, str) and RANDOM in upstream and isinstance(ours, str):
+        pattern = ".+".join(re.escape(part) for part in upstream.split(RANDOM))
+        return re.fullmatch(pattern, ours) is not None
+    return bool(upstream == ours)
 
 
 def _compare_srun(step: Step, unit: Unit, diffs: list[Diff]) -> None:

@@ -43,8 +43,9 @@ def test_srtd_launches_what_srtctl_launches(example: str) -> None:
 def test_agreement_on_matched_steps() -> None:
     """Done when: >= 95 % of flags and >= 90 % of variables agree on matched steps.
 
-    Counted with the allow-list's differences as agreeing (`on purpose`), and as a floor
-    without it: of srtctl's own flags and variables, the share srtd sets identically.
+    Counted strictly, without the allow-list: of srtctl's own flags and variables, the
+    share srtd sets identically (a `<random>` value in a snapshot agrees with any value).
+    And with the allow-list's differences counted as agreeing (`on purpose`).
     """
     need_shared()
     if not LAUNCH.is_dir():
@@ -64,7 +65,7 @@ def test_agreement_on_matched_steps() -> None:
     assert percent(round(flags_ok), round(flags)) >= 95.0
     assert percent(round(env_ok), round(env)) >= 90.0
     assert percent(kept["upstream_flags_kept"], kept["upstream_flags"]) >= 95.0
-    assert percent(kept["upstream_env_kept"], kept["upstream_env"]) >= 80.0
+    assert percent(kept["upstream_env_kept"], kept["upstream_env"]) >= 90.0
 
 
 def test_every_allow_list_entry_is_used() -> None:

@@ -85,6 +85,19 @@ def test_a_router_frontend_implies_no_discovery_plane() -> None:
     assert "ETCD_ENDPOINTS" not in p.unit("agg_0_node1").env
 
 
+def test_services_are_pointed_at_the_infra_etcd_even_when_the_job_runs_none() -> None:
+    # srtctl's discovery env: ETCD_ENDPOINTS for every service, whether or not etcd runs
+    side = "services:\n  - {name: side, command: [sleep, inf]}\n"
+    p = plan(ROUTER_2 + side, addresses={"node1": "10.0.0.1", "node2": "10.0.0.2"})
+    assert services(p) == ["service_side"]
+    assert p.unit("service_side").env["ETCD_ENDPOINTS"] == "http://10.0.0.1:2379"
+    assert "NATS_SERVER" not in p.unit("service_side").env  # only a NATS that runs is advertised
+    # a recipe that switches etcd off gets nothing pointing at it
+    off = side + "  - {name: etcd, type: etcd, enabled: false}\n"
+    p = plan(ROUTER_2 + off)
+    assert "ETCD_ENDPOINTS" not in p.unit("service_side").env
+
+
 @pytest.mark.parametrize("plane", ["request_plane", "event_plane"])
 def test_nats_only_with_a_nats_plane(plane: str) -> None:
     p = plan(DYNAMO_2 + f"dynamo: {{{plane}: nats}}\n")
