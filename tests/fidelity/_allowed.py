@@ -167,8 +167,8 @@ ALLOWED: tuple[Allow, ...] = (
         "*_*_node-*|frontend_*|<unnamed benchmark>",
         "program|flag|env",
         "*",
-        "profiling and nsys windows: not wrapped by srtd yet",
-        example="features__profiling|features__observability-vllm",
+        "observability.enabled's Nsight Systems window and NVTX environment: not wrapped by srtd yet",
+        example="features__observability-vllm",
     ),
     Allow(
         "<unnamed benchmark>",
