@@ -149,6 +149,8 @@ class FakeHandle:
 class FakeLauncher:
     """A launcher whose attempts are scripts.  Enter it (`async with`) before use."""
 
+    log_watch: str | None = None  # logs are on this machine: inotify where it works
+
     def __init__(
         self,
         script: Mapping[str, FakeRun | Sequence[FakeRun]] | None = None,

@@ -134,6 +134,8 @@ class LocalHandle:
 class LocalLauncher:
     """Run every unit on this machine.  See the module docstring for the contract."""
 
+    log_watch: str | None = None  # logs are on this machine: inotify where it works
+
     def __init__(
         self,
         *,

@@ -112,6 +112,12 @@ class Launcher(Protocol):
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle: ...
 
+    @property
+    def log_watch(self) -> str | None:
+        """How the supervisor watches unit logs: `poll` where they are written on other
+        nodes (a shared file system sends no inotify events here); None: the default."""
+        ...
+
     def address(self, node: str) -> str:
         """The host a readiness probe connects to for `node`."""
         ...

@@ -171,7 +171,7 @@ class SlurmLauncher:
 
     # Steps on other nodes write their --output files through a shared file system, whose
     # writes from other nodes raise no inotify event here: the job's log watcher polls.
-    log_watch = "poll"
+    log_watch: str | None = "poll"  # lines are written on the nodes: no inotify events here
 
     def __init__(
         self,

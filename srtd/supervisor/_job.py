@@ -178,7 +178,7 @@ class Job:
             raise UsageError(f"${WATCH_ENV}: {e}") from e
         if os.environ.get(WATCH_ENV):
             return from_env
-        return watch_mode(getattr(launcher, "log_watch", None))
+        return watch_mode(launcher.log_watch)
 
     # ---------------------------------------------------------------- the units' port (JobPort)
 
