@@ -16,14 +16,19 @@
 - SIGTERM is followed by SIGCONT, as Slurm's own job termination does: a stopped (frozen)
   process that handles SIGTERM keeps it pending until it runs again, so without
   SIGCONT it would only end at the SIGKILL deadline.
+- Before a unit's first attempt, each port it will listen on (`unit.ports`) must be
+  free on this machine: a program already listening there would answer the unit's
+  readiness probe, and the job would go on against the wrong server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,6 +136,29 @@ class LocalHandle:
         await self.signal(signal.SIGKILL)
 
 
+def _check_ports_free(unit: Unit) -> None:
+    """LaunchError when another program already holds one of the unit's ports.
+
+    Only the first attempt is checked: a restart's port may still be held for a moment by
+    what the previous attempt left behind, and the unit's own bind then says so.
+    """
+    for name, port in unit.ports.items():
+        if port <= 0:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # TIME_WAIT leftovers of earlier connections do not count as taken
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                raise LaunchError(
+                    f"{unit.name}: port {port} ({name}) is already in use on this machine; "
+                    "another program listens there and would answer the unit's readiness probe"
+                ) from None
+
+
 class LocalLauncher:
     """Run every unit on this machine.  See the module docstring for the contract."""
 
@@ -209,6 +237,8 @@ class LocalLauncher:
         if unit.preamble is None and _find_program(program, env, unit.cwd) is None:
             # Checked here: behind setpriv or bash it would only show as exit code 127.
             raise LaunchError(f"{unit.name}: cannot start {program!r}: no such executable")
+        if attempt == 0:
+            _check_ports_free(unit)
         argv = self._prefix + unit_argv(unit)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)

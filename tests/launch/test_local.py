@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -171,6 +172,29 @@ async def test_missing_program_is_a_launch_error(maker: PlanMaker, tmp_path: Pat
     async with LocalLauncher() as launcher:
         with pytest.raises(LaunchError, match="no such executable"):
             await launcher.start(unit, attempt=0, log_path=tmp_path / "u.log")
+
+
+async def test_a_port_another_program_listens_on_refuses_the_first_attempt(maker: PlanMaker, tmp_path: Path) -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        unit = maker.unit("u", argv=(sys.executable, "-c", "pass"), marker=False, ports={"http": port})
+        async with LocalLauncher() as launcher:
+            with pytest.raises(LaunchError) as info:
+                await launcher.start(unit, attempt=0, log_path=tmp_path / "u.log")
+            assert str(info.value) == (
+                f"u: port {port} (http) is already in use on this machine; "
+                "another program listens there and would answer the unit's readiness probe"
+            )
+            assert not (tmp_path / "u.log").exists()  # nothing was started
+            # a restart is not refused: its own previous attempt may still hold the port
+            handle = await launcher.start(unit, attempt=1, log_path=tmp_path / "u.log")
+            assert await handle.wait() == ExitStatus(code=0)
+    # free again: the first attempt starts
+    async with LocalLauncher() as launcher:
+        handle = await launcher.start(unit, attempt=0, log_path=tmp_path / "u.log")
+        assert await handle.wait() == ExitStatus(code=0)
 
 
 async def test_container_specs_warn_once_per_job(maker: PlanMaker, tmp_path: Path) -> None:
