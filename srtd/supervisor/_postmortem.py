@@ -46,7 +46,9 @@ def culprit_block(
             out.append(f"culprit: {culprit}, {_exit_text(unit.exit_code, unit.signal)}")
         elif unit is not None:
             out.append(f"culprit: {culprit}, {unit.reason or unit.state.value}")
-        if log is not None:
+        if log is not None and not log.exists():
+            out.append(f"no log: {culprit} never started")
+        elif log is not None:
             tail = read_tail(log, lines)
             out.append(f"last {len(tail)} lines of {log}:")
             out.extend(f"  | {line}" for line in tail)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import signal
+import socket
 
 import anyio
 import pytest
@@ -135,6 +136,29 @@ async def test_exit_before_ready_fails_at_once_with_the_code_and_the_log_tail(ma
     assert "  | error: cannot load the model" in printed
     assert result.postmortem is not None
     assert "error: cannot load the model" in result.postmortem.read_text()
+
+
+async def test_a_port_another_program_holds_fails_the_unit_before_it_starts(maker: PlanMaker) -> None:
+    # Without the check the stray listener would answer `w`'s probe and the job would go on.
+    with socket.socket() as stray:
+        stray.bind(("127.0.0.1", 0))
+        stray.listen()
+        port = stray.getsockname()[1]
+        maker.unit("dep", "--exit", "0:30", tier=2)
+        maker.unit("w", "--exit", "0:30", ports={"http": port}, readiness=tcp(port), after=[edge("dep", "started")])
+        out = io.StringIO()
+        result = await run_plan(maker.plan(), console=TerminalConsole(out, tty=False))
+    taken = f"w: port {port} (http) is already in use on this machine"
+    assert result.exit_code == 1
+    assert result.reason is not None
+    assert result.reason.startswith(f"w failed: launch failed: {taken}")
+    printed = out.getvalue()
+    assert "no log: w never started" in printed
+    assert maker.marks("w") == []  # never started
+    # dep was launched and stopped with the job; w never got past its launch
+    assert [e.state for e in result.events if e.unit == "dep"][-1] == "stopped"
+    assert [e.state for e in result.events if e.unit == "w"][-1] == "failed"
+    assert not any(e.state == "starting" for e in result.events if e.unit == "w")
 
 
 async def test_an_echoed_unit_has_its_lines_on_the_console_and_others_do_not(maker: PlanMaker) -> None:
