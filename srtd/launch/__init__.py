@@ -8,7 +8,7 @@ attempts for tests of the supervisor's logic.
 
 from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
 from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
-from srtd.launch._protocol import ExitStatus, Handle, Launcher, signal_name
+from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, signal_name
 from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
 from srtd.launch._srun import srun_argv, srun_line, step_name, with_srun_lines, wrapper_script
 
@@ -26,6 +26,7 @@ __all__ = [
     "LocalLauncher",
     "SlurmHandle",
     "SlurmLauncher",
+    "StopCause",
     "list_steps",
     "signal_name",
     "slurm_addresses",

@@ -56,6 +56,14 @@ class ExitStatus:
         return "unknown exit status"
 
 
+@dataclass(frozen=True, slots=True)
+class StopCause:
+    """Why a stop signal came, as the launcher knows it (under Slurm: the time limit)."""
+
+    reason: str
+    time_limit: bool = False  # the job is ending because its time is up
+
+
 def signal_name(signum: int) -> str:
     try:
         return _signal.Signals(signum).name

@@ -38,7 +38,7 @@ import structlog
 
 from srtd.errors import LaunchError
 from srtd.launch._process import ChildProcess
-from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, signal_name
+from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, StopCause, signal_name
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
 from srtd.unit import Unit
 
@@ -214,20 +214,23 @@ class SlurmLauncher:
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
 
-    async def explain(self, signum: int) -> str | None:
+    async def explain(self, signum: int) -> StopCause | None:
         """Why srtd (the batch shell) got a stop signal, for the journal."""
         if signum == _signal.SIGUSR1:
             code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
             left = parse_duration(out.strip()) if code == 0 else None
             # Slurm may send the early warning up to 60 s before it is due.
             if left is not None and left <= self.early_warning + 60:
-                return (
+                return StopCause(
                     f"received SIGUSR1 {left} s before the time limit: Slurm's early warning "
-                    f"(--signal=B:USR1@{self.early_warning})"
+                    f"(--signal=B:USR1@{self.early_warning})",
+                    time_limit=True,
                 )
-            return "received SIGUSR1: a graceful stop request (e.g. scancel --batch --signal=USR1)"
+            return StopCause("received SIGUSR1: a graceful stop request (e.g. scancel --batch --signal=USR1)")
         if signum == _signal.SIGTERM:
-            return "received SIGTERM: Slurm is ending the job (scancel or the time limit) and signals every step too"
+            return StopCause(
+                "received SIGTERM: Slurm is ending the job (scancel or the time limit) and signals every step too"
+            )
         return None
 
     def argv(self, unit: Unit, attempt: int, log_path: Path) -> list[str]:

@@ -76,7 +76,7 @@ class StageFold:
             return []
         if state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
             self._done = True
-            status = Status.COMPLETED if state is JobState.SUCCEEDED else Status.FAILED
+            status = _final_status(state, event)
             return [
                 job_updated(
                     self.job_id,
@@ -143,3 +143,12 @@ class StageFold:
             status, message = ENTRY[self._stage]
             out.append(job_updated(self.job_id, status, ts, stage=self._stage, message=message))
         return out
+
+
+def _final_status(state: JobState, event: Event) -> Status:
+    """completed, timeout (stopped because its time was up), or failed (everything else)."""
+    if state is JobState.SUCCEEDED:
+        return Status.COMPLETED
+    if state is JobState.CANCELLED and (event.detail or {}).get("time_limit"):
+        return Status.TIMEOUT
+    return Status.FAILED

@@ -76,6 +76,17 @@ class _End:
     exit_code: int
     reason: str
     culprit: str | None = None
+    time_limit: bool = False
+
+    @property
+    def detail(self) -> dict[str, Any] | None:
+        """The final job event's detail: the failure's culprit, or that time ran out."""
+        detail: dict[str, Any] = {}
+        if self.culprit:
+            detail["culprit"] = self.culprit
+        if self.time_limit:
+            detail["time_limit"] = True
+        return detail or None
 
 
 @dataclass
@@ -380,7 +391,7 @@ class Job:
             end.state,
             exit_code=end.exit_code,
             reason=end.reason,
-            detail={"culprit": end.culprit} if end.culprit else None,
+            detail=end.detail,
         )
         result = self._report(end)
         self._close()
@@ -400,7 +411,8 @@ class Job:
         announced_running = False
         while True:
             if self.stop.requested.is_set():
-                return _End(JobState.CANCELLED, self.stop.exit_code, self.stop.reason or "stop requested")
+                reason = self.stop.reason or "stop requested"
+                return _End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
             if self.failure is not None:
                 unit, reason = self.failure
                 return _End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)

@@ -20,7 +20,7 @@ import anyio.abc
 import httpx
 
 from srtd.errors import SrtdError, exit_code_for
-from srtd.launch import Launcher
+from srtd.launch import Launcher, StopCause
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._job import JobResult, Service, supervise
@@ -29,7 +29,7 @@ from srtd.supervisor._teardown import Stop
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
 
-StopReason = Callable[[int], Awaitable[str | None]]
+StopReason = Callable[[int], Awaitable[StopCause | None]]
 _EXPLAIN_WAIT = 2.0  # seconds a stop waits for its explanation (e.g. asking Slurm for the time left)
 
 
@@ -50,11 +50,14 @@ async def relay_signals(
             if stop.requested.is_set() and signum == signal.SIGINT:
                 stop.kill(signum)
                 continue
-            reason = None
+            cause = None
             if explain is not None and not stop.requested.is_set():
                 with anyio.move_on_after(_EXPLAIN_WAIT):
-                    reason = await explain(signum)
-            stop.request(signum, reason)
+                    cause = await explain(signum)
+            if cause is None:
+                stop.request(signum)
+            else:
+                stop.request(signum, cause.reason, time_limit=cause.time_limit)
 
 
 def run(

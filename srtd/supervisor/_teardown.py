@@ -36,11 +36,13 @@ class Stop:
         self.killed = anyio.Event()
         self.signum: int | None = None
         self.reason: str | None = None
+        self.time_limit = False  # the job stops because its time is up (Slurm's early warning)
 
-    def request(self, signum: int | None = None, reason: str | None = None) -> None:
+    def request(self, signum: int | None = None, reason: str | None = None, *, time_limit: bool = False) -> None:
         if self.requested.is_set():
             return
         self.signum = signum
+        self.time_limit = time_limit
         if reason is None:
             reason = f"received {signal_name(signum)}" if signum is not None else "stop requested"
         self.reason = reason

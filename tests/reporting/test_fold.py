@@ -153,3 +153,13 @@ def test_a_cancelled_job_ends_failed_with_its_signal_exit_code() -> None:
     feed(None, "cancelled", exit_code=143, reason="stopped by SIGTERM")
     assert feed.statuses() == [("starting", "starting"), ("starting", "head_infrastructure"), ("failed", "cleanup")]
     assert (feed.sent[-1][2]["exit_code"], feed.sent[-1][2]["message"]) == (143, "stopped by SIGTERM")
+
+
+def test_a_job_stopped_because_its_time_was_up_ends_as_timeout() -> None:
+    feed = Feed(StageFold(FULL))
+    feed(None, "starting", prev=None)
+    feed(None, "stopping", reason="early warning")
+    reason = "received SIGUSR1 90 s before the time limit: Slurm's early warning (--signal=B:USR1@90)"
+    feed(None, "cancelled", exit_code=138, reason=reason, detail={"time_limit": True})
+    assert feed.statuses()[-1] == ("timeout", "cleanup")
+    assert (feed.sent[-1][2]["exit_code"], feed.sent[-1][2]["message"]) == (138, reason)

@@ -96,6 +96,7 @@ def test_scancel_batch_usr1_tears_down_by_tier_and_the_job_is_cancelled_138(
     assert end["state"] == "cancelled"
     assert end["exit_code"] == 138
     assert end["reason"].startswith("received SIGUSR1: a graceful stop request")
+    assert end.get("detail") is None  # a plain USR1 is not the time limit
     finals = unit_finals(events)
     assert set(finals) == plan_units
     # Every task got SIGTERM (its trap wrote a marker), tier by tier.
@@ -156,4 +157,5 @@ def test_the_early_warning_starts_the_teardown_before_the_time_limit(
     end = final_job_event(journal(log_dir))
     assert end["state"] == "cancelled"
     assert "before the time limit: Slurm's early warning (--signal=B:USR1@45)" in end["reason"]
+    assert end["detail"] == {"time_limit": True}  # what status reporting turns into `timeout`
     nothing_left(job)

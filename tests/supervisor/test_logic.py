@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,8 @@ import pytest
 
 from srtd.errors import PlanError
 from srtd.events import JobState, JobView, UnitState
-from srtd.launch import FakeLauncher, FakeRun
-from srtd.supervisor import JobResult, NullConsole, ScaledClock, Stop, read_journal, supervise
+from srtd.launch import FakeLauncher, FakeRun, StopCause
+from srtd.supervisor import JobResult, NullConsole, ScaledClock, Stop, read_journal, relay_signals, supervise
 from srtd.unit import (
     Count,
     Edge,
@@ -246,6 +248,35 @@ async def test_hold_runs_until_stopped(tmp_path: Path) -> None:
     assert run.result.reason == "received SIGUSR1"
     assert sorted(run.signals()) == [("a", 15), ("b", 15)]
     assert run.result.postmortem is None
+
+
+async def test_a_signal_the_launcher_explains_as_the_time_limit_ends_the_job_marked_so(tmp_path: Path) -> None:
+    stop = Stop()
+    done: list[Run] = []
+    asked: list[int] = []
+
+    async def explain(signum: int) -> StopCause:
+        asked.append(signum)
+        return StopCause("received SIGUSR1 90 s before the time limit", time_limit=True)
+
+    async def job() -> None:
+        done.append(await go(tmp_path, [fu("a")], hold=True, stop=stop))
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(relay_signals, stop, explain=explain))
+        tg.start_soon(job)
+        await anyio.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        with anyio.fail_after(10):
+            while not done:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    run = done[0]
+    assert asked == [signal.SIGUSR1]
+    assert (run.result.state, run.result.exit_code) == (JobState.CANCELLED, 128 + signal.SIGUSR1)
+    assert run.result.reason == "received SIGUSR1 90 s before the time limit"
+    final = read_journal(run.result.journal)[-1]
+    assert (final.state, final.detail) == ("cancelled", {"time_limit": True})
 
 
 async def test_exit_before_ready_fails_at_once_not_at_the_timeout(tmp_path: Path) -> None:
