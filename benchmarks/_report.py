@@ -163,10 +163,11 @@ def _watching(r: dict[str, Any]) -> list[str]:
         f" unit runs (CPU: {CPU_CLOCK_NOTES.get(r.get('cpu_clock', 'stat'), '?')}); `chatty`: an"
         " outside writer appends a line to every unit's log 10 times a"
         " second. Then a fatal line is appended to one log: the time until the job is `stopping`."
-        " `auto` is inotify; `poll` is the fallback for shared file systems (`SRTD_LOG_WATCH=poll`).",
+        " `auto` is inotify; `poll` is the fallback for shared file systems (`SRTD_LOG_WATCH=poll`)."
+        " A CPU % of 0 means none of srtd's threads ran during the window.",
     )
     rows = [
-        [c["units"], c["watch"], "chatty" if c["chatty"] else "idle", c["launch_to_running_s"], c["cpu_percent"],
+        [c["units"], c["watch"], "chatty" if c["chatty"] else "idle", c["launch_to_running_s"], _sig(c["cpu_percent"]),
          c["rss_mib"], c["lines_per_s"] or "-", c["fatal_line_ms"]]
         for c in r["cases"]
     ]  # fmt: skip
@@ -274,7 +275,7 @@ def _peers(r: dict[str, Any]) -> list[str]:
     out += [
         "The CPU verdict is strict: srtd's CPU time must be below each peer's at every size (a tie is"
         " not a lead). What each does while its processes idle: srtd waits in `epoll_wait` with no"
-        " timeout on the processes' pidfds and the logs' inotify descriptor, so nothing wakes it"
+        " timeout on a pidfd per process (and a few descriptors of its own), so nothing wakes it"
         " until something happens (strace of an idle srtd shows one wake-up ~10 s after the start:"
         " the plain console's progress timer, which ends once the job is running); supervisord"
         " wakes every second (`poll` with a 1 s timeout), re-registers every pipe and walks every"
@@ -403,6 +404,7 @@ def write_page() -> Path:
                 ["Python", m["python"]],
                 ["commit", m["commit"]],
                 ["measured", ", ".join(sorted({r["when"] for r in results.values()}))],
+                ["time taken", f"{sum(r['seconds'] for r in results.values()):.0f} s (the sections' times added up)"],
             ],
         )
         lines += [
