@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import journal_events, measure_cpu, plan, stop_process, unit, wait_until
+from benchmarks._common import CPU_CLOCK, journal_events, measure_cpu, plan, stop_process, unit, wait_until
 
 FATAL = "FATAL-BENCH unrecoverable"
 WRITER = Path(__file__).resolve().parent / "_writer.py"
@@ -101,7 +101,7 @@ def watching(quick: bool) -> dict[str, Any]:
         "fatal line ≤ 100 ms (inotify)": fatal_local <= 100,
         "fatal line ≤ 1 s (poll fallback)": fatal_poll <= 1000,
     }
-    return {"title": "Cost of watching", "window_s": window, "cases": cases, "met": met}
+    return {"title": "Cost of watching", "window_s": window, "cpu_clock": CPU_CLOCK, "cases": cases, "met": met}
 
 
 if __name__ == "__main__":
