@@ -6,11 +6,36 @@ as a named step of the Slurm job srtd runs in (`_srun` renders its srun line); `
 attempts for tests of the supervisor's logic.
 """
 
-from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
-from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, signal_name
-from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
 from srtd.launch._srun import srun_argv, srun_line, step_name, with_srun_lines, wrapper_script
+
+if TYPE_CHECKING:
+    from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
+    from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
+    from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
+
+# The launchers themselves load on first use: `srtd plan` renders srun lines and needs
+# none of them (nor structlog and anyio, which they import).
+_LAZY = {
+    **dict.fromkeys(("FakeHandle", "FakeLauncher", "FakeRun", "FakeSignal", "FakeStart"), "_fake"),
+    **dict.fromkeys(("LOCAL_ADDRESS", "LocalHandle", "LocalLauncher", "unit_argv", "unit_env"), "_local"),
+    **dict.fromkeys(("SlurmHandle", "SlurmLauncher", "list_steps", "slurm_addresses"), "_slurm"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "LOCAL_ADDRESS",
