@@ -97,15 +97,13 @@ def _kv_events_config(ctx: PlanContext, role: str, proc: Process) -> str | None:
     spec = ctx.recipe.roles[role].kv_events
     if not spec or "kv_events" not in proc.ports:
         return None
-    config: dict[str, Any] = {
-        "publisher": "zmq",
-        "topic": "kv-events",
-        "endpoint": f"tcp://*:{proc.ports['kv_events']}",
-    }
+    # srtctl's key order (defaults, the recipe's keys, the endpoint), so the flag reads as srtctl's does
+    config: dict[str, Any] = {"publisher": "zmq", "topic": "kv-events"}
     if isinstance(spec, dict):
         config.update(spec)
         if config.get("replay_endpoint") == "auto":
             config["replay_endpoint"] = f"tcp://*:{need_port(proc, KV_REPLAY)}"
+    config.setdefault("endpoint", f"tcp://*:{proc.ports['kv_events']}")
     return json.dumps(config)
 
 
