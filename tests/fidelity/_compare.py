@@ -68,6 +68,7 @@ class Outcome:
     error: str | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
     units: tuple[str, ...] = ()  # srtd's unit names
+    spare: tuple[str, ...] = ()  # the mock's nodes the plan leaves unused
 
 
 def pairs() -> list[str]:
@@ -353,6 +354,7 @@ def compare(name: str) -> Outcome:
         out.error = f"{type(err).__name__}: {err}"
         return out
     out.units = tuple(u.name for u in plan.units)
+    out.spare = tuple(plan.nodes.get("unused", ()))
     matched = match_steps(snap, plan)
     for step, unit in matched:
         if unit is None:
@@ -384,10 +386,12 @@ class Allow:
     example: str = "*"
     side: str = "both"  # "added": only where upstream has none; "dropped": only where srtd has none
     when: Callable[[Outcome], bool] | None = None  # only for examples where this holds
+    values: Callable[[Diff, Outcome], bool] | None = None  # only where the two values differ this way
 
     def covers(self, example: str, diff: Diff, out: Outcome | None = None) -> bool:
         return (
             (self.when is None or (out is not None and self.when(out)))
+            and (self.values is None or (out is not None and self.values(diff, out)))
             and (self.side != "added" or diff.upstream is None)
             and (self.side != "dropped" or diff.srtd is None)
             and _matches(example, self.example)
