@@ -202,6 +202,13 @@ class SGLang(Engine):
         env = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0", "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0"}
         if mode.launch == "dynamo" and _sidecar(ctx.recipe, role):
             env["SGLANG_RUST_BUILD_MODE"] = "never"  # the image's prebuilt gRPC server, no rebuild at start
+        args = ctx.recipe.roles[role].args
+        server = ctx.node_services.get("lmcache-server", {}).get(proc.node)
+        if server is not None and (args.get("enable-lmcache") or args.get("enable_lmcache")):
+            # SGLang's LMCache runs in multiprocess mode against the server on its own node (shared memory:
+            # the same host), as srtctl points it
+            env["LMCACHE_MP_HOST"] = "127.0.0.1"
+            env["LMCACHE_MP_PORT"] = str(server["rpc"])
         return env
 
 

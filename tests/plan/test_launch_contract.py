@@ -212,3 +212,24 @@ def test_sgl_router_gets_every_worker_as_a_bare_binary() -> None:
         "cache_aware",
     )
     assert router.srun.shell is False
+
+
+def test_sglang_with_enable_lmcache_finds_the_lmcache_server_on_its_node() -> None:
+    body = (
+        "engine: sglang\n"
+        "roles:\n"
+        "  prefill: {nodes: 1, workers: 1, args: {enable-lmcache: true}}\n"
+        "  decode: {nodes: 1, workers: 1, args: {enable-lmcache: true}}\n"
+        "services:\n"
+        "  - {name: lmcache, type: lmcache-server, placement: {node: prefill}}\n"
+        "frontend: {type: sglang-router, enable_multiple_frontends: false}\n"
+    )
+    p = plan(body)
+    prefill = p.unit("prefill_0_node1")
+    assert {k: v for k, v in prefill.env.items() if k.startswith("LMCACHE")} == {
+        "LMCACHE_MP_HOST": "127.0.0.1",
+        "LMCACHE_MP_PORT": "8750",
+    }
+    assert "--enable-lmcache" in prefill.argv
+    # no server on decode's node: SGLang keeps its in-process LMCache there
+    assert not [k for k in p.unit("decode_0_node2").env if k.startswith("LMCACHE")]
