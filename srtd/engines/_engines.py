@@ -463,6 +463,9 @@ class TRTLLM(Engine):
     def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Any) -> Srun:
         base = super().srun(ctx, cfg, role, endpoint)
         options = {**base.options, "kill-on-bad-exit": "1", "ntasks-per-node": str(len(endpoint.gpus))}
+        if len(endpoint.nodes) > 1:
+            # one host per rank in srtd's node order, so rank 0 runs where MASTER_ADDR points (as srtctl does)
+            options["distribution"] = "arbitrary"
         return Srun(
             ntasks=endpoint.gpu_count,
             mpi="pmix",

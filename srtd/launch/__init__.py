@@ -10,7 +10,7 @@ from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, Fak
 from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
 from srtd.launch._protocol import ExitStatus, Handle, Launcher, signal_name
 from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
-from srtd.launch._srun import srun_argv, srun_line, step_name, with_srun_lines, wrapper_script
+from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
 
 __all__ = [
     "LOCAL_ADDRESS",
@@ -31,6 +31,7 @@ __all__ = [
     "slurm_addresses",
     "srun_argv",
     "srun_line",
+    "srun_nodelist",
     "step_name",
     "unit_argv",
     "unit_env",

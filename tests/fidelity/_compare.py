@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from srtd.cluster import Cluster
+from srtd.launch import srun_nodelist
 from srtd.plan import build_plan
 from srtd.recipe import load_text, migrate_text
 from srtd.unit import Plan, Unit, UnitKind
@@ -274,8 +275,9 @@ def unit_env(unit: Unit) -> dict[str, str]:
 def compare_step(step: Step, unit: Unit, out: Outcome) -> None:
     name = step.name
     diffs = out.diffs
-    if list(step.nodes) != list(unit.nodes):
-        diffs.append(Diff(name, "nodes", "", step.nodes, list(unit.nodes)))
+    hosts = srun_nodelist(unit)  # what srun is given: one host per task under arbitrary distribution
+    if list(step.nodes) != hosts:
+        diffs.append(Diff(name, "nodes", "", step.nodes, hosts))
     up_prog, up_flags = command_parts(step.argv)
     our_prog, our_flags = command_parts(list(unit.argv))
     if up_prog != our_prog:
