@@ -41,6 +41,8 @@ class PlanContext:
     endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)
     processes: dict[str, list[Process]] = field(default_factory=dict)
     discovery: dict[str, str] = field(default_factory=dict)  # ETCD_ENDPOINTS, NATS_SERVER, MOONCAKE_MASTER
+    # service kind -> node -> that instance's ports: what a worker finds on its own node (lmcache-server)
+    node_services: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # host path -> content, written before launch
     mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own

@@ -97,15 +97,13 @@ def _kv_events_config(ctx: PlanContext, role: str, proc: Process) -> str | None:
     spec = ctx.recipe.roles[role].kv_events
     if not spec or "kv_events" not in proc.ports:
         return None
-    config: dict[str, Any] = {
-        "publisher": "zmq",
-        "topic": "kv-events",
-        "endpoint": f"tcp://*:{proc.ports['kv_events']}",
-    }
+    # srtctl's key order (defaults, the recipe's keys, the endpoint), so the flag reads as srtctl's does
+    config: dict[str, Any] = {"publisher": "zmq", "topic": "kv-events"}
     if isinstance(spec, dict):
         config.update(spec)
         if config.get("replay_endpoint") == "auto":
             config["replay_endpoint"] = f"tcp://*:{need_port(proc, KV_REPLAY)}"
+    config.setdefault("endpoint", f"tcp://*:{proc.ports['kv_events']}")
     return json.dumps(config)
 
 
@@ -204,6 +202,13 @@ class SGLang(Engine):
         env = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0", "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0"}
         if mode.launch == "dynamo" and _sidecar(ctx.recipe, role):
             env["SGLANG_RUST_BUILD_MODE"] = "never"  # the image's prebuilt gRPC server, no rebuild at start
+        args = ctx.recipe.roles[role].args
+        server = ctx.node_services.get("lmcache-server", {}).get(proc.node)
+        if server is not None and (args.get("enable-lmcache") or args.get("enable_lmcache")):
+            # SGLang's LMCache runs in multiprocess mode against the server on its own node (shared memory:
+            # the same host), as srtctl points it
+            env["LMCACHE_MP_HOST"] = "127.0.0.1"
+            env["LMCACHE_MP_PORT"] = str(server["rpc"])
         return env
 
 
@@ -458,6 +463,9 @@ class TRTLLM(Engine):
     def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Any) -> Srun:
         base = super().srun(ctx, cfg, role, endpoint)
         options = {**base.options, "kill-on-bad-exit": "1", "ntasks-per-node": str(len(endpoint.gpus))}
+        if len(endpoint.nodes) > 1:
+            # one host per rank in srtd's node order, so rank 0 runs where MASTER_ADDR points (as srtctl does)
+            options["distribution"] = "arbitrary"
         return Srun(
             ntasks=endpoint.gpu_count,
             mpi="pmix",

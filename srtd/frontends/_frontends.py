@@ -13,6 +13,7 @@ from srtd.engines import (
     dynamo_env,
     install_preamble,
     kv_connector,
+    served_model_name,
     with_dynamo_install,
 )
 from srtd.errors import PlanError, Problem
@@ -212,7 +213,21 @@ class SGLangRouter(_StaticRouter):
 class SglRouter(_StaticRouter):
     description = "the standalone sgl-router binary; command line not verified on hardware"
     engines = frozenset({"sglang"})
-    executable = ("sgl-router",)
+    executable = ("/usr/local/bin/sgl-router",)  # where srtctl runs it from, the router image's own binary
+
+    def command(self, ctx: PlanContext, port: int) -> list[str]:
+        # srtctl gives the standalone router every worker, prefill and decode alike, as --worker-urls
+        # (no --pd-disaggregation), and names the model the workers serve
+        urls = [self.url(ctx, p) for role in ("prefill", "decode", "agg") for p in leaders(ctx, role)]
+        argv = [*self.executable, "--host", self.bind(ctx), "--port", str(port)]
+        if urls:
+            argv += ["--worker-urls", *urls]
+        if "model-id" not in (ctx.recipe.frontend.args or {}):
+            argv += ["--model-id", served_model_name(ctx.recipe, None, ctx.model_host_path)]
+        return argv + self.args(ctx)
+
+    def srun(self, ctx: PlanContext) -> Srun:
+        return Srun(shell=False)  # a bare binary, as srtctl starts it: the router image need not have bash
 
 
 @register_frontend("smg")

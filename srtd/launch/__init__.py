@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, signal_name
-from srtd.launch._srun import srun_argv, srun_line, step_name, with_srun_lines, wrapper_script
+from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
 
 if TYPE_CHECKING:
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
@@ -57,6 +57,7 @@ __all__ = [
     "slurm_addresses",
     "srun_argv",
     "srun_line",
+    "srun_nodelist",
     "step_name",
     "unit_argv",
     "unit_env",

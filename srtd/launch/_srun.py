@@ -81,6 +81,18 @@ def container_name(image: str, job_id: str, *, remap_root: bool) -> str:
     return f"srtd_{digest}_{job_id}" + ("_root" if remap_root else "")
 
 
+def srun_nodelist(unit: Unit) -> list[str]:
+    """The hosts of `--nodelist`: the unit's nodes, or under `distribution=arbitrary` one host per task.
+
+    Arbitrary distribution places task i on the i-th host listed, so an MPI step's rank 0 lands on
+    the unit's first node (its MASTER_ADDR) whatever order Slurm keeps the allocation's nodes in.
+    """
+    if unit.srun.options.get("distribution") != "arbitrary":
+        return list(unit.nodes)
+    per_node = max(unit.srun.ntasks // len(unit.nodes), 1)
+    return [node for node in unit.nodes for _ in range(per_node)]
+
+
 def srun_argv(
     unit: Unit,
     *,
@@ -106,7 +118,7 @@ def srun_argv(
     argv += [f"--nodes={len(unit.nodes)}", f"--ntasks={max(opts.ntasks, len(unit.nodes))}"]
     if opts.cpus_per_task:
         argv.append(f"--cpus-per-task={opts.cpus_per_task}")
-    argv.append(f"--nodelist={','.join(unit.nodes)}")
+    argv.append(f"--nodelist={','.join(srun_nodelist(unit))}")
     if opts.het_group is not None:
         argv.append(f"--het-group={opts.het_group}")
     if unit.cwd:

@@ -316,6 +316,10 @@ def _skip_unrunnable(ctx: PlanContext, services: list[EffectiveService]) -> list
 def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
     """Where the discovery plane is: the job's own services, or the external ones named."""
     for eff in services:
+        if eff.external is None:
+            on_nodes = ctx.node_services.setdefault(eff.kind.name, {})
+            for inst in instances(ctx, eff):
+                on_nodes.setdefault(inst.node, eff.kind.ports(eff.config))
         var = eff.kind.discovery_var
         if var is None:
             continue

@@ -167,7 +167,7 @@ class MooncakeStore(ServiceKind):
 
 @register_service("lmcache-server")
 class LMCacheServer(ServiceKind):
-    description = "the LMCache multiprocess server next to vLLM workers"
+    description = "the LMCache multiprocess server next to vLLM or SGLang workers"
     default_start = "before_workers"
     default_critical = True
     default_placement = "workers"

@@ -43,8 +43,8 @@ MORIIO_HANDSHAKE = PortKind("moriio_handshake", 26000)
 MORIIO_NOTIFY = PortKind("moriio_notify", 27000)
 TRTLLM_DIST_INIT = PortKind("trtllm_dist_init", 29500)
 GRPC = PortKind("grpc", 10000, per_node=True)  # a worker that serves gRPC instead of HTTP
-LOAD_PUBLISH = PortKind("load_publish", 5800)  # SGLang's queued-work load publisher (`auto`)
-KV_REPLAY = PortKind("kv_replay", 5900)  # SGLang's KV-event replay endpoint (`auto`)
+LOAD_PUBLISH = PortKind("load_publish", 18000)  # SGLang's queued-work load publisher (`auto`)
+KV_REPLAY = PortKind("kv_replay", 19000)  # SGLang's KV-event replay endpoint (`auto`)
 
 PORT_KINDS: dict[str, PortKind] = {
     k.name: k

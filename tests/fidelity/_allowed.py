@@ -12,12 +12,19 @@ here.  The last group lists what srtd does not launch yet: features, not drift.
 
 from __future__ import annotations
 
-from tests.fidelity._compare import Allow, Outcome
+from tests.fidelity._compare import Allow, Diff, Outcome
 
 
 def _colocated_decode(out: Outcome) -> bool:
     decode = (out.recipe.get("roles") or {}).get("decode") or {}
     return bool(decode.get("nodes") in ("colocate", 0))
+
+
+def _plus_spare_nodes(diff: Diff, out: Outcome) -> bool:
+    """Upstream's node list is srtd's plus (some of) the mock's spare nodes, and nothing else."""
+    ups = str(diff.upstream or "").split(",")
+    ours = str(diff.srtd or "").split(",")
+    return [n for n in ups if n not in out.spare] == ours
 
 
 def _no_dynamo_frontend(out: Outcome) -> bool:
@@ -26,7 +33,9 @@ def _no_dynamo_frontend(out: Outcome) -> bool:
 
 
 # Where a colocated decode worker lands decides its node, GPUs and per-node ports.
-_PLACEMENT_KEYS = "|port|dist-init-addr|device-ids|dump-config-to|decode|kv-transfer-config|CUDA_VISIBLE_DEVICES"
+_PLACEMENT_KEYS = (
+    "|port|dist-init-addr|device-ids|dump-config-to|decode|worker-urls|kv-transfer-config|CUDA_VISIBLE_DEVICES"
+)
 
 ALLOWED: tuple[Allow, ...] = (
     # --- the mock, not a real job
@@ -41,8 +50,8 @@ ALLOWED: tuple[Allow, ...] = (
         "<unnamed benchmark>",
         "env",
         "SRT_WORKER_NODES",
-        "this snapshot's srtctl listed the mock's spare nodes as worker nodes",
-        example="features__mlperf-client",
+        "srtctl lists every allocated node outside a pool as a worker node: the mock's spare nodes too",
+        values=_plus_spare_nodes,
     ),
     Allow(
         "service_*",
@@ -76,10 +85,10 @@ ALLOWED: tuple[Allow, ...] = (
         side="added",
     ),
     Allow(
-        "agg_*",
+        "agg_*|prefill_*|decode_*",
         "env",
         "DYN_*|ETCD_ENDPOINTS",
-        "this srtctl gave direct (non-Dynamo) workers the Dynamo environment; nothing there reads it",
+        "this srtctl gave workers behind a non-Dynamo frontend the Dynamo environment; nothing there reads it",
         side="dropped",
         when=_no_dynamo_frontend,
     ),
@@ -162,7 +171,12 @@ ALLOWED: tuple[Allow, ...] = (
     Allow("<unnamed postprocess>", "missing", "", "reporting.s3 upload after the job: not run by srtd yet"),
     Allow("<unnamed telemetry_*>", "missing", "", "telemetry (power measurement) exporters: not run by srtd yet"),
     Allow("<unnamed benchmark>", "env", "SRT_MEASUREMENT_WINDOW_DIR", "telemetry windows: not measured by srtd yet"),
-    Allow("service_*-exporter_*", "extra", "", "srtd keeps the tachometer's exporters when telemetry is on"),
+    Allow(
+        "service_*-exporter|service_*-exporter_*",
+        "extra",
+        "",
+        "srtd keeps the tachometer's exporters (one instance, or one per node) when telemetry is on",
+    ),
     Allow(
         "*_*_node-*|frontend_*|<unnamed benchmark>",
         "program|flag|env",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from srtd.cluster import Cluster
+from srtd.launch import srun_nodelist
 from srtd.plan import build_plan
 from srtd.recipe import load_text, migrate_text
 from srtd.unit import Plan, Unit, UnitKind
@@ -68,6 +69,7 @@ class Outcome:
     error: str | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
     units: tuple[str, ...] = ()  # srtd's unit names
+    spare: tuple[str, ...] = ()  # the mock's nodes the plan leaves unused
 
 
 def pairs() -> list[str]:
@@ -273,8 +275,9 @@ def unit_env(unit: Unit) -> dict[str, str]:
 def compare_step(step: Step, unit: Unit, out: Outcome) -> None:
     name = step.name
     diffs = out.diffs
-    if list(step.nodes) != list(unit.nodes):
-        diffs.append(Diff(name, "nodes", "", step.nodes, list(unit.nodes)))
+    hosts = srun_nodelist(unit)  # what srun is given: one host per task under arbitrary distribution
+    if list(step.nodes) != hosts:
+        diffs.append(Diff(name, "nodes", "", step.nodes, hosts))
     up_prog, up_flags = command_parts(step.argv)
     our_prog, our_flags = command_parts(list(unit.argv))
     if up_prog != our_prog:
@@ -353,6 +356,7 @@ def compare(name: str) -> Outcome:
         out.error = f"{type(err).__name__}: {err}"
         return out
     out.units = tuple(u.name for u in plan.units)
+    out.spare = tuple(plan.nodes.get("unused", ()))
     matched = match_steps(snap, plan)
     for step, unit in matched:
         if unit is None:
@@ -384,10 +388,12 @@ class Allow:
     example: str = "*"
     side: str = "both"  # "added": only where upstream has none; "dropped": only where srtd has none
     when: Callable[[Outcome], bool] | None = None  # only for examples where this holds
+    values: Callable[[Diff, Outcome], bool] | None = None  # only where the two values differ this way
 
     def covers(self, example: str, diff: Diff, out: Outcome | None = None) -> bool:
         return (
             (self.when is None or (out is not None and self.when(out)))
+            and (self.values is None or (out is not None and self.values(diff, out)))
             and (self.side != "added" or diff.upstream is None)
             and (self.side != "dropped" or diff.srtd is None)
             and _matches(example, self.example)

@@ -26,8 +26,9 @@ class Step:
 
     @property
     def nodes(self) -> list[str]:
+        # the mock writes a step's hosts space-separated (one per task under arbitrary distribution)
         text = self.fields.get("nodelist", "")
-        return [n for n in text.split(",") if n]
+        return [n for n in text.replace(",", " ").split() if n]
 
     @property
     def env(self) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from srtd.errors import LaunchError
-from srtd.launch import srun_argv, srun_line, step_name, with_srun_lines, wrapper_script
+from srtd.launch import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
 from srtd.plan import build_plan
 from srtd.topology import expand
 from srtd.unit import Container, Srun, Unit, UnitKind
@@ -184,7 +184,7 @@ def test_every_recipe_under_nodes_has_an_srun_line_per_unit(key: str) -> None:
                 words = words[words.index("srun") :]
             assert words[:3] == ["srun", "--jobid=4242", "--overlap"]
             assert f"--job-name={u.name}" in words
-            assert f"--nodelist={','.join(u.nodes)}" in words
+            assert f"--nodelist={','.join(srun_nodelist(u))}" in words
 
 
 def test_srtd_plan_prints_srun_lines_in_text_and_json(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from srtd.cli._submit import srtd_command
 from srtd.cluster import Cluster
 from srtd.engines import flags
 from srtd.errors import PlanError
+from srtd.launch import srun_nodelist
 from srtd.plan._render import sbatch_script
 from srtd.unit import Count, HttpProbe, LogProbe, TcpProbe, WorkerCountProbe
 from tests.plan._util import HEAD, after, plan
@@ -431,10 +432,15 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
         "cpus_per_task": None,
         "cpu_bind": "verbose,none",
         "het_group": None,
-        "options": {"kill-on-bad-exit": "1", "ntasks-per-node": "4"},
+        # one host per rank, in srtd's node order: rank 0 runs on MASTER_ADDR's node
+        "options": {"kill-on-bad-exit": "1", "ntasks-per-node": "4", "distribution": "arbitrary"},
         "export_env": {},
         "shell": True,
     }
+    assert srun_nodelist(decode) == [n for n in ("node2", "node3", "node4", "node5") for _ in range(4)]
+    assert decode.env["MASTER_ADDR"] == "node2"
+    # a one-node endpoint keeps Slurm's default layout
+    assert "distribution" not in p.unit("prefill_0_node1").srun.options
     assert decode.argv == (
         "trtllm-llmapi-launch",
         "python3",

@@ -176,7 +176,60 @@ def test_sglang_auto_endpoints_get_ports_of_their_own() -> None:
         "frontend: {type: sglang-router, enable_multiple_frontends: false}\n"
     )
     argv = plan(body).unit("agg_1_node1").argv
-    events = json.loads(argv[argv.index("--kv-events-config") + 1])
-    assert events["endpoint"] == "tcp://*:5201"
-    assert events["replay_endpoint"] == "tcp://*:5901"
-    assert argv[argv.index("--load-publish-endpoint") + 1] == "tcp://*:5801"
+    # srtctl's bases (19000, 18000) and key order: defaults, the recipe's keys, the endpoint last
+    assert argv[argv.index("--kv-events-config") + 1] == (
+        '{"publisher": "zmq", "topic": "kv-events", "replay_endpoint": "tcp://*:19001", "endpoint": "tcp://*:5201"}'
+    )
+    assert argv[argv.index("--load-publish-endpoint") + 1] == "tcp://*:18001"
+
+
+def test_sgl_router_gets_every_worker_as_a_bare_binary() -> None:
+    body = (
+        "engine: sglang\n"
+        "roles:\n"
+        "  prefill: {nodes: 1, workers: 2, gpus: 1, args: {served-model-name: org/m}}\n"
+        "  decode: {nodes: 1, workers: 1, gpus: 1}\n"
+        "frontend:\n"
+        "  type: sgl-router\n"
+        "  enable_multiple_frontends: false\n"
+        "  args: {policy: cache_aware}\n"
+    )
+    router = plan(body).unit("frontend_0")
+    # prefill and decode alike under --worker-urls (no --pd-disaggregation), then the served model
+    assert router.argv == (
+        "/usr/local/bin/sgl-router",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--worker-urls",
+        "http://node1:6100",
+        "http://node1:6132",
+        "http://node2:6100",
+        "--model-id",
+        "org/m",
+        "--policy",
+        "cache_aware",
+    )
+    assert router.srun.shell is False
+
+
+def test_sglang_with_enable_lmcache_finds_the_lmcache_server_on_its_node() -> None:
+    body = (
+        "engine: sglang\n"
+        "roles:\n"
+        "  prefill: {nodes: 1, workers: 1, args: {enable-lmcache: true}}\n"
+        "  decode: {nodes: 1, workers: 1, args: {enable-lmcache: true}}\n"
+        "services:\n"
+        "  - {name: lmcache, type: lmcache-server, placement: {node: prefill}}\n"
+        "frontend: {type: sglang-router, enable_multiple_frontends: false}\n"
+    )
+    p = plan(body)
+    prefill = p.unit("prefill_0_node1")
+    assert {k: v for k, v in prefill.env.items() if k.startswith("LMCACHE")} == {
+        "LMCACHE_MP_HOST": "127.0.0.1",
+        "LMCACHE_MP_PORT": "8750",
+    }
+    assert "--enable-lmcache" in prefill.argv
+    # no server on decode's node: SGLang keeps its in-process LMCache there
+    assert not [k for k in p.unit("decode_0_node2").env if k.startswith("LMCACHE")]

@@ -444,8 +444,8 @@ def test_the_port_kind_table() -> None:
         "moriio_notify": (27000, 1, False, 1),
         "trtllm_dist_init": (29500, 1, False, 1),
         "grpc": (10000, 1, True, 1),
-        "load_publish": (5800, 1, False, 1),
-        "kv_replay": (5900, 1, False, 1),
+        "load_publish": (18000, 1, False, 1),
+        "kv_replay": (19000, 1, False, 1),
     }
 
 
