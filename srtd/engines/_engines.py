@@ -19,7 +19,7 @@ from srtd.recipe._engines import (
     TRTLLMEngine,
     VLLMEngine,
 )
-from srtd.services import LMCACHE_RPC_PORT
+from srtd.services import LMCACHE_RPC_PORT, LMCACHE_SERVER
 from srtd.topology import (
     BOOTSTRAP,
     DIST_INIT,
@@ -203,7 +203,7 @@ class SGLang(Engine):
         if mode.launch == "dynamo" and _sidecar(ctx.recipe, role):
             env["SGLANG_RUST_BUILD_MODE"] = "never"  # the image's prebuilt gRPC server, no rebuild at start
         args = ctx.recipe.roles[role].args
-        server = ctx.node_services.get("lmcache-server", {}).get(proc.node)
+        server = ctx.node_services.get(LMCACHE_SERVER, {}).get(proc.node)
         if server is not None and (args.get("enable-lmcache") or args.get("enable_lmcache")):
             # SGLang's LMCache runs in multiprocess mode against the server on its own node (shared memory:
             # the same host), as srtctl points it
@@ -357,7 +357,7 @@ class VLLM(Engine):
             node = roles_with_lmcache[0] if len(roles_with_lmcache) == 1 else "workers"
             out.append(
                 (
-                    {"name": "lmcache-server", "type": "lmcache-server", "placement": {"node": node}},
+                    {"name": LMCACHE_SERVER, "type": LMCACHE_SERVER, "placement": {"node": node}},
                     "a vLLM role with connector lmcache-mp",
                 )
             )

@@ -1,13 +1,14 @@
 """Services: everything that is not a worker or the frontend.  One registry row per kind."""
 
 from srtd.services import _builtin
-from srtd.services._builtin import LMCACHE_RPC_PORT
+from srtd.services._builtin import LMCACHE_RPC_PORT, LMCACHE_SERVER
 from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
 from srtd.services._resolve import EffectiveService, ImpliesServices, effective_services, service_problems
 from srtd.services._units import instances, placed_nodes, readiness_of, service_ports, service_units
 
 __all__ = [
     "LMCACHE_RPC_PORT",
+    "LMCACHE_SERVER",
     "EffectiveService",
     "ImpliesServices",
     "Instance",

@@ -12,6 +12,7 @@ from srtd.unit import HttpProbe, LogProbe, Readiness
 
 INFRA_PLACEMENTS = frozenset({"head", "infra", "dedicated"})
 LMCACHE_RPC_PORT = 8750  # vLLM's LMCache connector dials this on its own node
+LMCACHE_SERVER = "lmcache-server"  # the kind a worker looks for on its own node
 
 
 @register_service("generic")
@@ -165,7 +166,7 @@ class MooncakeStore(ServiceKind):
         return {"MOONCAKE_MASTER": master, "MOONCAKE_TE_META_DATA_SERVER": metadata}
 
 
-@register_service("lmcache-server")
+@register_service(LMCACHE_SERVER)
 class LMCacheServer(ServiceKind):
     description = "the LMCache multiprocess server next to vLLM or SGLang workers"
     default_start = "before_workers"
