@@ -8,10 +8,15 @@
   the job failed, the culprit with its exit or matched line and its last log lines.
 
 `NullConsole` prints nothing (tests, embedding).
+
+On a pipe or a terminal the consoles write through `NonBlockingStream`: a reader that
+stops reading never stalls the job (see `_nbstream`); `close()` gives it a moment to
+catch up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 from collections.abc import Sequence
@@ -26,6 +31,26 @@ from rich.text import Text
 
 from srtd.events import Event
 from srtd.launch import ExitStatus
+from srtd.supervisor._nbstream import NonBlockingStream, would_block
+
+CLOSE_DRAIN = 2.0  # seconds `close()` waits for a slow reader before dropping the rest
+
+
+def _never_blocking(stream: IO[str], **options: Any) -> IO[str]:
+    return NonBlockingStream(stream, **options) if would_block(stream) else stream  # type: ignore[return-value]
+
+
+def _dropped_json(lines: int) -> str:
+    """`--json`'s marker for dropped lines: a JSON line too, so the stream stays parseable."""
+    import json
+
+    return json.dumps({"dropped_lines": lines, "note": "nobody read stdout; events.jsonl has every event"}) + "\n"
+
+
+def _drain(stream: IO[str]) -> None:
+    if isinstance(stream, NonBlockingStream):
+        with contextlib.suppress(OSError):  # the reader is gone
+            stream.drain(CLOSE_DRAIN)
 
 
 @dataclass(frozen=True)
@@ -68,11 +93,20 @@ class JsonConsole:
     progress_interval: float | None = None
 
     def __init__(self, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stdout
+        self.stream = _never_blocking(stream or sys.stdout, dropped_text=_dropped_json)
+        self._broken = False
+
+    def _write(self, text: str) -> None:
+        if self._broken:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._broken = True  # the reader is gone; the journal has every event
 
     def event(self, event: Event) -> None:
-        self.stream.write(event.to_line())
-        self.stream.flush()
+        self._write(event.to_line())
 
     def progress(self, rows: Sequence[ProgressRow]) -> None:
         pass
@@ -97,11 +131,10 @@ class JsonConsole:
             }
             for r in rows
         ]
-        self.stream.write(json.dumps({"summary": headline, "units": units}) + "\n")
-        self.stream.flush()
+        self._write(json.dumps({"summary": headline, "units": units}) + "\n")
 
     def close(self) -> None:
-        pass
+        _drain(self.stream)
 
 
 class NullConsole:
@@ -176,7 +209,7 @@ class TerminalConsole:
         plain_interval: float = 10.0,
         width: int = 120,
     ) -> None:
-        self.stream = stream if stream is not None else sys.stderr
+        self.stream = _never_blocking(stream if stream is not None else sys.stderr)
         self.tty = self.stream.isatty() if tty is None else tty
         self.progress_interval: float | None = 0.25 if self.tty else plain_interval
         self._rich = RichConsole(
@@ -284,6 +317,7 @@ class TerminalConsole:
 
     def close(self) -> None:
         self._stop_live()
+        _drain(self.stream)
 
 
 def render_table_text(rows: Sequence[SummaryRow], headline: str) -> str:
