@@ -87,7 +87,24 @@ class Console(Protocol):
     def close(self) -> None: ...
 
 
-class JsonConsole:
+class _StreamWriter:
+    stream: IO[str]
+    _broken: bool
+
+    def _write(self, text: str) -> None:
+        # A console that went away (terminal closed, pipe reader gone) must never take
+        # the supervisor down with it, least of all during a teardown: the journal has
+        # every event.
+        if self._broken:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._broken = True
+
+
+class JsonConsole(_StreamWriter):
     """`srtd run --json`: every event as a journal line on stdout, then one summary object."""
 
     progress_interval: float | None = None
@@ -95,15 +112,6 @@ class JsonConsole:
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = _never_blocking(stream or sys.stdout, dropped_text=_dropped_json)
         self._broken = False
-
-    def _write(self, text: str) -> None:
-        if self._broken:
-            return
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):
-            self._broken = True  # the reader is gone; the journal has every event
 
     def event(self, event: Event) -> None:
         self._write(event.to_line())
@@ -198,7 +206,7 @@ class _Sink:
     info = warning = error = debug = critical = msg
 
 
-class TerminalConsole:
+class TerminalConsole(_StreamWriter):
     """Lines on `stream` (stderr by default); a live progress view when it is a TTY."""
 
     def __init__(
@@ -235,17 +243,6 @@ class TerminalConsole:
             self._print(Text.from_ansi(text))
         else:
             self._write(text + "\n")
-
-    def _write(self, text: str) -> None:
-        # A console that went away (terminal closed, pipe reader gone) must never take
-        # the supervisor down with it, least of all during a teardown.
-        if self._broken:
-            return
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):
-            self._broken = True
 
     def _print(self, renderable: Any, **kwargs: Any) -> None:
         if self._broken:
