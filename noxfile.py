@@ -66,7 +66,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy in strict mode on srtd/."""
+    """mypy in strict mode on srtd/ and benchmarks/."""
     session.install("-e", ".[dev]")
     session.run("mypy")
 

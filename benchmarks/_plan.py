@@ -89,7 +89,7 @@ def count_units(path: Path) -> int:
 
 def plan_speed(quick: bool) -> dict[str, Any]:
     runs = 3 if quick else 7
-    rows = []
+    rows: list[dict[str, Any]] = []
     corpus = corpus_dir()
     if corpus is not None:
         for label, path, units in corpus_candidates(corpus):

@@ -62,7 +62,12 @@ def main() -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", args.tcp))
         sock.listen(128)
-        threading.Thread(target=lambda: [sock.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
+
+        def accept_forever() -> None:
+            while True:
+                sock.accept()[0].close()
+
+        threading.Thread(target=accept_forever, daemon=True).start()
     elif args.http is not None:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", args.http), _Ok)
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -74,8 +74,9 @@ def latencies(log_dir: Path) -> list[float]:
     # the decision: the backoff (restart n) or the final state after the last exit
     decided = {e.attempt: e.ts for e in events if e.unit and e.state in ("backoff", "failed", "stopped")}
     found = []
+    last = max(a or 0 for a in exited)
     for attempt in exited:
-        log = log_dir / ("crash.log" if attempt == max(exited) else f"crash.log.{(attempt or 0) + 1}")
+        log = log_dir / ("crash.log" if (attempt or 0) == last else f"crash.log.{(attempt or 0) + 1}")
         text = log.read_text().strip()
         decision = decided.get((attempt or 0) + 1, decided.get(attempt))
         if text and attempt and decision is not None:  # attempt 0 waited for the clients
