@@ -58,6 +58,7 @@ async def measure(samples: int, parallel: int, workdir: Path) -> list[float]:
                 log=f"sample_{i}.out",
             )
             handle = await launcher.start(unit, attempt=0, log_path=workdir / unit.log)
+            await handle.settle()
             status = await handle.wait()
             seen = time.time()
             if status.failed:

@@ -51,6 +51,8 @@ class FakeRun:
     term_delay: float | None = 0.0  # seconds from SIGTERM to exit; None: ignores SIGTERM
     term_code: int | None = None  # exit code after SIGTERM; None: dies of SIGTERM
     start_error: str | None = None  # start() raises LaunchError with this message
+    settle_after: float = 0.0  # seconds settle() takes (srun waiting for its step); the attempt is live meanwhile
+    settle_error: str | None = None  # settle() ends the attempt (exit 1) and raises LaunchError with this message
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,13 @@ class FakeHandle:
 
     def poll(self) -> ExitStatus | None:
         return self.status
+
+    async def settle(self) -> None:
+        if self.run.settle_after > 0:
+            await self._launcher.clock.sleep(self.run.settle_after)
+        if self.run.settle_error is not None:
+            self.end(ExitStatus(code=1))
+            raise LaunchError(f"{self.unit}: {self.run.settle_error}")
 
     async def wait(self) -> ExitStatus:
         await self._exited.wait()

@@ -118,6 +118,9 @@ class LocalHandle:
             self._ended()
         return status
 
+    async def settle(self) -> None:
+        return  # exec either happened in start() or raised there
+
     async def wait(self) -> ExitStatus:
         status = await self._child.wait()
         self._ended()

@@ -88,6 +88,13 @@ class Handle(Protocol):
         """How the attempt ended if that is already known, else None.  Never blocks."""
         ...
 
+    async def settle(self) -> None:
+        """Until the launch is known to have taken (under Slurm: the step exists or srun
+        ended; bounded).  Raises `srtd.errors.LaunchError` when it was refused, after the
+        attempt has ended.  Cancellable at any point: the handle can already signal the
+        attempt, so a teardown need not wait for this."""
+        ...
+
     async def wait(self) -> ExitStatus:
         """Until the attempt has ended.  Idempotent; safe to call again after a cancellation."""
         ...
@@ -104,9 +111,11 @@ class Handle(Protocol):
 class Launcher(Protocol):
     """How a `Unit` becomes a process.  Used as an async context manager around the job.
 
-    Contract of `start`: when it returns, the attempt runs and `log_path` receives its
-    stdout and stderr from the start of a fresh (created or truncated) file.  It raises
-    `srtd.errors.LaunchError` when the attempt cannot be started.
+    Contract of `start`: when it returns, the attempt runs (or is being started: see
+    `Handle.settle`) and `log_path` receives its stdout and stderr from the start of a
+    fresh (created or truncated) file.  It raises `srtd.errors.LaunchError` when the
+    attempt cannot be started, and does not wait on anything outside this machine: the
+    supervisor calls it shielded from cancellation, so its handle is never lost.
     """
 
     async def __aenter__(self) -> Self: ...

@@ -1,11 +1,13 @@
 """`SlurmLauncher`: every unit is a named step of the job srtd runs in.
 
 - `start` runs the unit's srun line (`_srun.srun_argv`) as a child of srtd in its own
-  session, and returns once the step's wrapper has recorded `<job>.<step>` in the step
-  file (or srun has exited): so the step id is known without racing `squeue`, and a
-  step srun refused (unknown option, node outside the allocation) is a `LaunchError`
-  carrying srun's own message.  srun's chatter goes to `<step>.srun` beside the step
-  file, never into the unit's log, and is only ever shown, never parsed.
+  session and returns at once; the handle's `settle` then waits until the step's wrapper
+  has recorded `<job>.<step>` in the step file (or srun has exited): so the step id is
+  known without racing `squeue`, and a step srun refused (unknown option, node outside
+  the allocation) is a `LaunchError` carrying srun's own message.  The supervisor awaits
+  `settle` unshielded, so a teardown never waits for a step Slurm is slow to create.
+  srun's chatter goes to `<step>.srun` beside the step file, never into the unit's log,
+  and is only ever shown, never parsed.
 - The srun client's exit is the attempt's exit; srun mirrors the task's code (7, or
   128 + N for a task killed by signal N, which is reported as that signal).
 - `signal` is `scancel --signal=<SIG> --full <job>.<step>`; `kill` is `scancel
@@ -132,6 +134,25 @@ class SlurmHandle:
                     await self.launcher.end_orphan(self)
                     self._settled = True
         return _status_of(status)
+
+    async def settle(self) -> None:
+        """Until the wrapper recorded its step id, srun exited, or `step_id_wait` passed.
+
+        srun may wait a long time for Slurm to create the step (busy nodes); a teardown
+        cancels this wait, and `signal` finds the step by name or signals srun itself.
+        """
+        if self.record is None:
+            return  # shell-less: no wrapper writes an id; squeue finds the step by name
+        with anyio.move_on_after(self.launcher.step_id_wait):
+            while self.step_id is None:
+                status = self.poll()
+                if status is not None:
+                    if self.step_id is None and status.failed:
+                        said = _tail(self.messages) or "(srun printed nothing)"
+                        why = f"srun refused step {self.step} ({status.describe()})"
+                        raise LaunchError(f"{self.unit.name}: {why}: {said}")
+                    return
+                await anyio.sleep(_POLL)
 
     async def find_step(self) -> str | None:
         """The step id from the wrapper's record, else from squeue by the step's (unique) name."""
@@ -275,23 +296,7 @@ class SlurmLauncher:
             raise LaunchError(f"{unit.name}: cannot start srun: {e}") from e
         handle = SlurmHandle(self, unit, step, popen)
         self.handles.append(handle)
-        if unit.srun.shell:
-            await self._await_step(handle)
         return handle
-
-    async def _await_step(self, handle: SlurmHandle) -> None:
-        """Until the wrapper recorded its step id, srun exited, or `step_id_wait` passed."""
-        with anyio.move_on_after(self.step_id_wait):
-            while handle.step_id is None:
-                status = handle.poll()
-                if status is not None:
-                    if handle.step_id is None and status.failed:
-                        said = _tail(handle.messages) or "(srun printed nothing)"
-                        raise LaunchError(
-                            f"{handle.unit.name}: srun refused step {handle.step} ({status.describe()}): {said}"
-                        )
-                    return
-                await anyio.sleep(_POLL)
 
     async def job_state(self) -> str | None:
         """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""

@@ -11,8 +11,10 @@ see `_liveness.py`).  Whichever ends the attempt first wins and cancels the
 others.  Then the restart policy decides: back off and launch again, or end for good.
 
 The job's teardown cancels this task (`scope`) and then stops a live process itself,
-tier by tier (`terminate`).  Launching is shielded from that cancellation, so a process
-is never started without its handle being recorded.
+tier by tier (`terminate`).  `Launcher.start` is shielded from that cancellation, so a
+process is never started without its handle being recorded; the wait that follows
+(`Handle.settle`: srun until Slurm creates the step) is not, so a teardown never waits
+for it.  The `starting` event comes after it (with the step id), or when it is cut short.
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ class UnitRunner:
         self.waiting_on: tuple[Edge, ...] = ()
         self.last_probe: str | None = None
         self._finish: Callable[[AttemptEnd], None] | None = None
+        self._settling = False  # launched, awaiting `Handle.settle`
+        self._pending_end: AttemptEnd | None = None  # an interrupt that came while settling
         self._ready_event = anyio.Event()
         self._nudged = anyio.Event()
 
@@ -233,35 +237,56 @@ class UnitRunner:
             try:
                 handle = await self.port.launch(self.unit, attempt=number, log_path=self.log_path)
             except (LaunchError, OSError) as e:
-                reason = f"launch failed: {e}"
-                self.failure = reason
-                self._final(UnitState.FAILED, reason)
-                if self.unit.terminal:
-                    self.exit_for_job = 1
-                if self.unit.critical:
-                    self.port.fail(self.name, reason)
-                return False
+                return self._launch_failed(e)
+            # Recorded before anything can cancel us: a teardown now stops this attempt.
             self.handle = handle
             self.status = None
             self.signalled = False
             self.attempt = number
-            self.launched = True
-            self.launched_at = self.port.clock.now()
-            self.ready_now = False
-            self.clean_since = None
-            self.last_probe = None
-            self._ready_event = anyio.Event()
-            detail = {"log": str(self.log_path)}
-            if handle.step_id is not None:
-                detail["step"] = handle.step_id  # under Slurm: what `scancel` and `squeue --steps` call it
-            self.emit(UnitState.STARTING, attempt=number, pid=handle.pid, detail=detail)
+        self._settling = True
+        try:
+            await handle.settle()  # unshielded: srun may wait long for Slurm to create the step
+        except LaunchError as e:
+            self.status = handle.poll() or ExitStatus(code=1)  # refused: nothing runs
+            return self._launch_failed(e)
+        except anyio.get_cancelled_exc_class():
+            self._started(handle, number)  # the journal shows what the teardown will stop
+            raise
+        finally:
+            self._settling = False
+        self._started(handle, number)
         return True
+
+    def _launch_failed(self, error: Exception) -> bool:
+        reason = f"launch failed: {error}"
+        self.failure = reason
+        self._final(UnitState.FAILED, reason)
+        if self.unit.terminal:
+            self.exit_for_job = 1
+        if self.unit.critical:
+            self.port.fail(self.name, reason)
+        return False
+
+    def _started(self, handle: Handle, number: int) -> None:
+        self.launched = True
+        self.launched_at = self.port.clock.now()
+        self.ready_now = False
+        self.clean_since = None
+        self.last_probe = None
+        self._ready_event = anyio.Event()
+        detail = {"log": str(self.log_path)}
+        if handle.step_id is not None:
+            detail["step"] = handle.step_id  # under Slurm: what `scancel` and `squeue --steps` call it
+        self.emit(UnitState.STARTING, attempt=number, pid=handle.pid, detail=detail)
 
     async def _attempt(self) -> AttemptEnd | None:
         if not await self._launch():
             return None
         assert self.handle is not None
         handle = self.handle
+        if self._pending_end is not None:  # interrupted while it settled
+            pending, self._pending_end = self._pending_end, None
+            return pending
         tailer = self.port.tailer(self.log_path)
         generation = tailer.generation
         scope = anyio.CancelScope()
@@ -296,8 +321,13 @@ class UnitRunner:
 
     def interrupt(self, end: AttemptEnd) -> bool:
         """End the running attempt from outside (a group restart).  False if none runs."""
-        if self._finish is None or not self.live:
+        if not self.live:
             return False
+        if self._finish is None:
+            if not self._settling:
+                return False
+            self._pending_end = end  # still settling (srun awaiting its step): ends it right after
+            return True
         self._finish(end)
         return True
 
