@@ -375,6 +375,10 @@ class Job:
                     self._stopping = True
                     self.journal.emit(None, JobState.STOPPING, reason=end.reason)
                     await teardown(list(self.runners.values()), self.stop)
+                    if end.state is JobState.CANCELLED:
+                        # The launcher explains the signal meanwhile (bounded); the end says it.
+                        await self.stop.explanation()
+                        end = self._stopped()
                     tg.cancel_scope.cancel()
         except BaseException as e:
             if self.journal.view.state not in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
@@ -411,8 +415,7 @@ class Job:
         announced_running = False
         while True:
             if self.stop.requested.is_set():
-                reason = self.stop.reason or "stop requested"
-                return _End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
+                return self._stopped()
             if self.failure is not None:
                 unit, reason = self.failure
                 return _End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
@@ -430,6 +433,10 @@ class Job:
                 announced_running = True
                 self.journal.emit(None, JobState.RUNNING)
             await wait_any(self._changed, self.stop.requested)
+
+    def _stopped(self) -> _End:
+        reason = self.stop.reason or "stop requested"
+        return _End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
 
     @staticmethod
     def _settled(runners: Sequence[UnitRunner]) -> bool:

@@ -24,13 +24,12 @@ from srtd.launch import Launcher, StopCause
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._job import JobResult, Service, supervise
-from srtd.supervisor._teardown import Stop
+from srtd.supervisor._teardown import EXPLAIN_WAIT, Stop
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
 
 StopReason = Callable[[int], Awaitable[StopCause | None]]
-_EXPLAIN_WAIT = 2.0  # seconds a stop waits for its explanation (e.g. asking Slurm for the time left)
 
 
 async def relay_signals(
@@ -41,8 +40,9 @@ async def relay_signals(
 ) -> None:
     """Turn stop signals into requests on `stop` until cancelled.
 
-    `explain(signum)` may say why the signal came (the launcher knows: under Slurm a
-    SIGUSR1 with little time left is the early warning); the reason goes into the journal.
+    The stop is requested first; `explain(signum)` may then say why the signal came (the
+    launcher knows: under Slurm a SIGUSR1 with little time left is the early warning), and
+    that reason goes into the job's final event.
     """
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         task_status.started()
@@ -50,14 +50,18 @@ async def relay_signals(
             if stop.requested.is_set() and signum == signal.SIGINT:
                 stop.kill(signum)
                 continue
-            cause = None
-            if explain is not None and not stop.requested.is_set():
-                with anyio.move_on_after(_EXPLAIN_WAIT):
-                    cause = await explain(signum)
-            if cause is None:
-                stop.request(signum)
-            else:
-                stop.request(signum, cause.reason, time_limit=cause.time_limit)
+            first = not stop.requested.is_set()
+            stop.request(signum)  # first: the teardown never waits for the explanation
+            if explain is not None and first:
+                stop.explaining = True
+                cause = None
+                try:
+                    with anyio.move_on_after(EXPLAIN_WAIT):
+                        cause = await explain(signum)
+                finally:
+                    stop.explained.set()
+                if cause is not None:
+                    stop.explain(cause.reason, time_limit=cause.time_limit)
 
 
 def run(

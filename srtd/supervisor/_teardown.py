@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from srtd.supervisor._unit import UnitRunner
 
 
+EXPLAIN_WAIT = 2.0  # seconds the launcher gets to explain a stop signal (e.g. asking Slurm for the time left)
+
+
 class Stop:
     """A request to stop the job: what a signal handler sets, and nothing more.
 
@@ -37,6 +40,8 @@ class Stop:
         self.signum: int | None = None
         self.reason: str | None = None
         self.time_limit = False  # the job stops because its time is up (Slurm's early warning)
+        self.explaining = False  # the launcher is asked why the signal came
+        self.explained = anyio.Event()  # ... and has answered (or given up)
 
     def request(self, signum: int | None = None, reason: str | None = None, *, time_limit: bool = False) -> None:
         if self.requested.is_set():
@@ -47,6 +52,21 @@ class Stop:
             reason = f"received {signal_name(signum)}" if signum is not None else "stop requested"
         self.reason = reason
         self.requested.set()
+
+    def explain(self, reason: str, *, time_limit: bool = False) -> None:
+        """Say, after the fact, why the stop came (the launcher's explanation of a signal).
+
+        The request itself never waits for this: the teardown has already begun when the
+        launcher (under Slurm, an squeue call) answers.  The job's final event carries it."""
+        if self.requested.is_set():
+            self.reason = reason
+            self.time_limit = time_limit
+
+    async def explanation(self) -> None:
+        """Until a pending explanation has come (at most `EXPLAIN_WAIT`)."""
+        if self.explaining:
+            with anyio.move_on_after(EXPLAIN_WAIT):
+                await self.explained.wait()
 
     def kill(self, signum: int | None = None) -> None:
         self.request(signum, f"received {signal_name(signum)} twice" if signum is not None else None)

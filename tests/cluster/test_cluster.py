@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from srtd.cluster import CONFIG_ENV, Cluster, find_cluster_file, load_cluster
 from srtd.errors import EXIT_INPUT, ClusterConfigError, exit_code_for
@@ -220,7 +221,7 @@ def test_several_wrong_values_are_all_reported(isolated: Path) -> None:
 
 def test_settings_are_frozen() -> None:
     cluster, _ = load_cluster()
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         cluster.cluster = "x"  # type: ignore[misc]
 
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from srtd.errors import RecipeError
 from srtd.recipe import (
@@ -194,7 +195,7 @@ def test_concurrencies_x_string_stays_a_string() -> None:
 def test_sequences_are_tuples_and_the_recipe_is_frozen() -> None:
     recipe = one(BASE + "extra_mount: [/a:/a, /b:/b:ro]\n")
     assert recipe.extra_mount == ("/a:/a", "/b:/b:ro")
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         recipe.name = "other"  # type: ignore[misc]
 
 

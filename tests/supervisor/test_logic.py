@@ -279,6 +279,49 @@ async def test_a_signal_the_launcher_explains_as_the_time_limit_ends_the_job_mar
     assert (final.state, final.detail) == ("cancelled", {"time_limit": True})
 
 
+async def test_a_stop_signal_stops_the_units_before_the_launcher_has_explained_it(tmp_path: Path) -> None:
+    """The explanation (under Slurm an squeue call, up to 2 s) never holds up the teardown:
+    here it only answers once the teardown has signalled the unit, which it could not if
+    the stop waited for it."""
+    stop = Stop()
+    done: list[Run] = []
+    journal = tmp_path / "logs" / "events.jsonl"
+
+    def unit_signalled() -> bool:
+        return journal.exists() and any(e.unit == "a" and e.state == "stopping" for e in read_journal(journal))
+
+    async def explain(signum: int) -> StopCause | None:
+        with anyio.move_on_after(1.5):  # inside EXPLAIN_WAIT: a late answer would be dropped
+            while not unit_signalled():
+                await anyio.sleep(0.01)
+            return StopCause("explained after the units were signalled")
+        return None
+
+    async def job() -> None:
+        done.append(
+            await go(
+                tmp_path,
+                [fu("a", readiness=log_ready())],
+                {"a": FakeRun(lines=((0.0, "ready"),))},
+                hold=True,
+                stop=stop,
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(relay_signals, stop, explain=explain))
+        tg.start_soon(job)
+        await anyio.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        with anyio.fail_after(10):
+            while not done:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    run = done[0]
+    assert run.result.reason == "explained after the units were signalled"
+    assert run.signals() == [("a", signal.SIGTERM)]
+
+
 async def test_exit_before_ready_fails_at_once_not_at_the_timeout(tmp_path: Path) -> None:
     units = [fu("a", readiness=log_ready("never", timeout=10_000.0)), fu("b", after=[edge("a")])]
     t0 = anyio.current_time()
