@@ -3,7 +3,62 @@ the replay of a finished job, and its startup timeline.  See docs/attach.md.
 
 - `serve(job)`: the server, a supervisor `Service` (`srtd run` starts it)
 - `Connection`, `connect`, `running_jobs`: the client side
-- `render_view`, `render_timeline`, `Timeline`: the rich views (also used headless)
+- `render_view`, `render_timeline`, `Timeline`, `build_timeline`, `write_svg`: the views
+  (rich renderables, also used headless, and the timeline's SVG)
+- `snapshot_message`, `view_of`, `event_of`: the protocol's messages (docs/attach.md)
 
 This package sits above the supervisor: it imports it, never the other way round.
+Its modules load on first use: `srtd ps` needs no server, `srtd run` no client.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from srtd.attach._client import Connection, RunningJob, connect, running_jobs
+    from srtd.attach._protocol import event_of, snapshot_message, view_of
+    from srtd.attach._server import serve
+    from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, write_svg
+    from srtd.attach._timeline import build as build_timeline
+    from srtd.attach._view import clock_time, render_view
+
+# public name -> (module, its name there)
+_LAZY = {
+    **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
+    **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
+    "serve": ("_server", "serve"),
+    **{n: ("_timeline", n) for n in ("SVG_NAME", "Timeline", "gantt_width", "render_timeline", "write_svg")},
+    "build_timeline": ("_timeline", "build"),
+    **{n: ("_view", n) for n in ("clock_time", "render_view")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where[0]}"), where[1])
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "SVG_NAME",
+    "Connection",
+    "RunningJob",
+    "Timeline",
+    "build_timeline",
+    "clock_time",
+    "connect",
+    "event_of",
+    "gantt_width",
+    "render_timeline",
+    "render_view",
+    "running_jobs",
+    "serve",
+    "snapshot_message",
+    "view_of",
+    "write_svg",
+]

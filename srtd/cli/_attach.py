@@ -29,7 +29,7 @@ def console() -> Any:
 
 def _choose(job: str | None) -> str:
     """JOB as given, or the only running job of this user."""
-    from srtd.attach._client import running_jobs
+    from srtd.attach import running_jobs
 
     if job is not None:
         return job
@@ -48,8 +48,7 @@ def ps(as_json: bool) -> None:
     """This user's running jobs (those with a live attach socket)."""
     from rich.table import Table
 
-    from srtd.attach._client import running_jobs
-    from srtd.attach._view import clock_time
+    from srtd.attach import clock_time, running_jobs
 
     jobs = running_jobs()
     if as_json:
@@ -111,8 +110,7 @@ def journal_of(log_dir: Path) -> list[Event]:
 
 
 def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
-    from srtd.attach._protocol import snapshot_message
-    from srtd.attach._view import render_view
+    from srtd.attach import render_view, snapshot_message
     from srtd.events import JobView
 
     events = journal_of(log_dir)
@@ -128,9 +126,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
 
 
 def _once(target: str, *, as_json: bool) -> None:
-    from srtd.attach._client import connect
-    from srtd.attach._protocol import event_of, view_of
-    from srtd.attach._view import render_view
+    from srtd.attach import connect, event_of, render_view, view_of
 
     with connect(target) as conn:
         if as_json:
@@ -153,7 +149,7 @@ def _once(target: str, *, as_json: bool) -> None:
 
 def _subscription(target: str, from_seq: int | None) -> Any:
     """Messages of a subscription; resumes where it left off when the job drops us."""
-    from srtd.attach._client import connect
+    from srtd.attach import connect
 
     seq = from_seq
     while True:
@@ -183,8 +179,7 @@ def _stream_json(target: str) -> None:
 def _live(target: str) -> None:
     from rich.live import Live
 
-    from srtd.attach._protocol import event_of
-    from srtd.attach._view import render_view
+    from srtd.attach import event_of, render_view
     from srtd.events import JobView
 
     out = console()
@@ -215,7 +210,7 @@ def _live(target: str) -> None:
 @click.option("--wait", is_flag=True, help="Wait until the job has ended.")
 def stop(job: str, wait: bool) -> None:
     """Stop JOB gracefully: the tiered teardown, as SIGTERM would."""
-    from srtd.attach._client import connect
+    from srtd.attach import connect
 
     with connect(job) as conn:
         job_id = conn.hello.get("job_id")
@@ -234,7 +229,7 @@ def stop(job: str, wait: bool) -> None:
 @click.argument("unit")
 def restart(job: str, unit: str) -> None:
     """Restart UNIT of JOB through its restart path (counted as a restart)."""
-    from srtd.attach._client import connect
+    from srtd.attach import connect
 
     with connect(job) as conn:
         conn.request("restart", unit=unit)
@@ -247,7 +242,7 @@ def restart(job: str, unit: str) -> None:
 @click.argument("sig")
 def signal_cmd(job: str, unit: str, sig: str) -> None:
     """Send signal SIG (a name like HUP or a number) to UNIT of JOB."""
-    from srtd.attach._client import connect
+    from srtd.attach import connect
 
     with connect(job) as conn:
         reply = conn.request("signal", unit=unit, signal=sig)
@@ -261,7 +256,7 @@ def signal_cmd(job: str, unit: str, sig: str) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
 def tail(job: str, unit: str, lines: int, follow: bool) -> None:
     """The last lines of UNIT's log in JOB (and, with -f, what follows)."""
-    from srtd.attach._client import connect
+    from srtd.attach import connect
 
     with connect(job, timeout=None if follow else 10.0) as conn:
         reply = conn.request("tail", unit=unit, lines=lines, follow=follow)

@@ -39,7 +39,7 @@ def plan(
     """
     from srtd.cli._submit import srtd_command
     from srtd.launch import with_srun_lines
-    from srtd.plan._render import dot, mermaid, sbatch_script
+    from srtd.plan import dot, mermaid, sbatch_script
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
         raise UsageError("choose one of --json, --graph and --sbatch")

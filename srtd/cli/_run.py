@@ -128,7 +128,7 @@ def run(
     journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
     SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
     """
-    from srtd.attach._server import serve
+    from srtd.attach import serve
     from srtd.launch import LocalLauncher, SlurmLauncher
     from srtd.reporting import status_service
     from srtd.supervisor import JsonConsole

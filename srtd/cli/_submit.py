@@ -80,8 +80,7 @@ class Submission:
 
 
 def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) -> Submission:
-    from srtd.plan import build_plan
-    from srtd.plan._render import sbatch_script
+    from srtd.plan import build_plan, sbatch_script
 
     plan = build_plan(loaded, cluster, job_id=JOB_SLOT)
     log_dir = str(Path(plan.log_dir).resolve())

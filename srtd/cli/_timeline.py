@@ -23,12 +23,12 @@ def timeline(log_dir: Path, as_json: bool, no_svg: bool) -> None:
     per unit, restarts, the teardown by tier, and a Gantt of every unit's states, also
     written as LOG_DIR/timeline.svg.
     """
-    from srtd.attach._timeline import SVG_NAME, build, gantt_width, render_timeline, write_svg
+    from srtd.attach import SVG_NAME, build_timeline, gantt_width, render_timeline, write_svg
 
     events = journal_of(log_dir)
     if not events:
         raise AttachError(f"{log_dir / 'events.jsonl'}: the journal is empty")
-    line = build(events)
+    line = build_timeline(events)
     svg = None
     if not no_svg:
         try:

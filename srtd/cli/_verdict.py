@@ -34,7 +34,7 @@ def verdict(loaded: LoadedRecipe, cluster: Cluster) -> tuple[list[Problem], list
 
     The sbatch wrapper is rendered too: what `srtd plan --sbatch` would refuse is refused here.
     """
-    from srtd.plan._render import sbatch_script
+    from srtd.plan import sbatch_script
 
     try:
         plan = located_plan(loaded, cluster)

@@ -12,8 +12,7 @@ from srtd.context import PlanContext, render
 from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
 from srtd.engines._profiling import worker_env as profiling_env
 from srtd.errors import PlanError
-from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig
-from srtd.recipe._base import Section
+from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig, Section
 from srtd.topology import SYS, Endpoint, PortKind, PortPlan, Process
 from srtd.unit import HttpProbe, Liveness, LogProbe, Readiness, Restart, RestartMode, Srun, TcpProbe, Unit, UnitKind
 

@@ -9,13 +9,17 @@ from typing import Any
 from srtd.context import PlanContext, render
 from srtd.engines._base import Engine, WorkerMode, dynamo_worker_flags, need_port, register_engine
 from srtd.engines._sidecar import supervised_pair
-from srtd.recipe import CustomEngine, EngineConfig, LivenessSpec, Recipe, ToyEngine
-from srtd.recipe._engines import (
+from srtd.recipe import (
     AtomEngine,
+    CustomEngine,
+    EngineConfig,
+    LivenessSpec,
     MockerEngine,
+    Recipe,
     SGLangEngine,
     TileRTEngine,
     TokenSpeedEngine,
+    ToyEngine,
     TRTLLMEngine,
     VLLMEngine,
 )

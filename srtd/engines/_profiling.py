@@ -16,8 +16,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 
 from srtd.context import PlanContext
-from srtd.recipe import Recipe
-from srtd.recipe._sections import ProfilingPhaseConfig
+from srtd.recipe import ProfilingPhaseConfig, Recipe
 from srtd.unit import Unit
 
 PROFILES = "profiles"  # under the job's log directory

@@ -9,5 +9,6 @@ same bytes.
 
 from srtd.plan._builder import build_plan, check_recipe, gpus_per_node, role_shape
 from srtd.plan._graph import PHASES
+from srtd.plan._render import dot, mermaid, sbatch_script
 
-__all__ = ["PHASES", "build_plan", "check_recipe", "gpus_per_node", "role_shape"]
+__all__ = ["PHASES", "build_plan", "check_recipe", "dot", "gpus_per_node", "mermaid", "role_shape", "sbatch_script"]

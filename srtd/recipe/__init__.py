@@ -13,13 +13,26 @@ from typing import Any
 from pydantic import BaseModel
 
 from srtd.recipe._base import RULES_ERROR, Section, attribute_docs
-from srtd.recipe._engines import ENGINE_MODELS, ENGINE_NAMES, CustomEngine, EngineConfig, ToyEngine
+from srtd.recipe._engines import (
+    ENGINE_MODELS,
+    ENGINE_NAMES,
+    AtomEngine,
+    CustomEngine,
+    EngineConfig,
+    MockerEngine,
+    SGLangEngine,
+    TileRTEngine,
+    TokenSpeedEngine,
+    ToyEngine,
+    TRTLLMEngine,
+    VLLMEngine,
+)
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
 from srtd.recipe._migrate import Migration, migrate_text
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
-from srtd.recipe._sections import ReportingConfig, ReportingStatusConfig
+from srtd.recipe._sections import ProfilingPhaseConfig, ReportingConfig, ReportingStatusConfig
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 
@@ -68,22 +81,31 @@ __all__ = [
     "ENGINE_NAMES",
     "ROLE_NAMES",
     "RULES_ERROR",
+    "AtomEngine",
     "CustomEngine",
     "EngineConfig",
     "LivenessSpec",
     "LoadedRecipe",
     "Migration",
+    "MockerEngine",
+    "ProfilingPhaseConfig",
     "Recipe",
     "ReportingConfig",
     "ReportingStatusConfig",
     "RestartPolicy",
     "RoleConfig",
+    "SGLangEngine",
+    "Section",
     "ServiceConfig",
     "ServiceMetrics",
     "ServicePlacement",
     "ServiceReadiness",
     "SourceConfig",
+    "TRTLLMEngine",
+    "TileRTEngine",
+    "TokenSpeedEngine",
     "ToyEngine",
+    "VLLMEngine",
     "WorkerHealth",
     "load_recipe",
     "load_recipes",
