@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from srtd.recipe._base import AnyMap, NumSeq, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, StrMap, StrSeq
 
 
 def _digits_to_int(value: Any) -> Any:
@@ -110,7 +110,7 @@ class FrontendConfig(Section):
     """Dynamo worker-selection policy, written to a router policy file."""
     args: AnyMap | None = None
     """Flags of the frontend process."""
-    env: StrMap | None = None
+    env: EnvMap | None = None
     """Environment of the frontend processes."""
     container_image: str | None = None
     """Image of the router; defaults to the job's."""
@@ -284,7 +284,7 @@ class BenchmarkConfig(Section):
     """`custom`: a shell command run with `bash -lc`, verbatim."""
     container_image: str | None = None
     """Image of the client; defaults to the job's."""
-    env: StrMap = {}
+    env: EnvMap = {}
     """Extra environment of the client."""
     aiperf_package: str | None = None
     """pip spec of aiperf to install first."""
