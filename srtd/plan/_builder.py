@@ -64,7 +64,7 @@ def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
 def gpus_per_node(recipe: Recipe, cluster: Cluster) -> int:
     if "gpus_per_node" in recipe.resources.model_fields_set:
         return recipe.resources.gpus_per_node
-    return cluster.gpus_per_node or recipe.resources.gpus_per_node
+    return recipe.resources.gpus_per_node if cluster.gpus_per_node is None else cluster.gpus_per_node
 
 
 def role_shape(recipe: Recipe, role: str, gpn: int) -> tuple[int, int, int]:

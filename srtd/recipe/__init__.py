@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import RULES_ERROR, Section, attribute_docs
+from srtd.recipe._base import RULES_ERROR, Section, SlurmTime, attribute_docs
 from srtd.recipe._engines import ENGINE_MODELS, ENGINE_NAMES, CustomEngine, EngineConfig, ToyEngine
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
 from srtd.recipe._migrate import Migration, migrate_text
@@ -82,6 +82,7 @@ __all__ = [
     "ServiceMetrics",
     "ServicePlacement",
     "ServiceReadiness",
+    "SlurmTime",
     "SourceConfig",
     "ToyEngine",
     "WorkerHealth",

@@ -62,6 +62,21 @@ def _path_safe(value: str) -> str:
     return value
 
 
+# Slurm's time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE", re.IGNORECASE)
+
+
+def _slurm_time(value: str) -> str:
+    if not _SLURM_TIME.fullmatch(value):
+        raise PydanticCustomError(
+            "srtd_slurm_time",
+            "not a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)",
+        )
+    return value
+
+
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+"""A time limit as sbatch --time reads it."""
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvMap = dict[EnvName, str]
 """An environment: names as the shell and `env` accept them; NUL is refused by the YAML reader."""

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, SlurmTime, StrMap, StrSeq
 
 
 def _digits_to_int(value: Any) -> Any:
@@ -68,7 +68,7 @@ class SlurmConfig(Section):
     """Slurm account."""
     partition: str | None = None
     """Slurm partition."""
-    time_limit: str | None = None
+    time_limit: SlurmTime | None = None
     """Time limit, HH:MM:SS."""
 
 
@@ -244,9 +244,9 @@ class BenchmarkConfig(Section):
     """Nucleus sampling threshold."""
     top_k: int | None = None
     """Top-k cutoff."""
-    num_requests: int | None = None
+    num_requests: Annotated[int, Field(ge=1)] | None = None
     """Router benchmarks: requests to send."""
-    concurrency: int | None = None
+    concurrency: Annotated[int, Field(ge=1)] | None = None
     """Single concurrency level."""
     prefix_ratios: NumSeq | str | None = None
     """Router: shared-prefix ratios."""
