@@ -44,8 +44,8 @@ class Problem:
         if self.variant:
             where += f" [{self.variant}]"
         if self.path:
-            return f"{where} {self.path}: {self.message}"
-        return f"{where}: {self.message}"
+            return printable(f"{where} {self.path}: {self.message}")
+        return printable(f"{where}: {self.message}")
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -56,6 +56,14 @@ class Problem:
             "variant": self.variant,
             "message": self.message,
         }
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\t"): "\\t"}
+
+
+def printable(text: str) -> str:
+    """One line whatever a file's keys hold: control characters shown escaped, as repr() does."""
+    return text.translate(_CONTROL)
 
 
 class SrtdError(Exception):

@@ -1083,8 +1083,14 @@ def test_sbatch_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     bad.write_text(HEAD.replace("name: t\n", 'name: "a\\nb"\n') + SBATCH_BODY)
     result = CliRunner().invoke(cli, ["plan", str(bad), "--sbatch"])
     assert result.exit_code == 2
-    assert result.stderr == f"srtd: {bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    assert (
+        result.stderr
+        == f"srtd: {bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    )
     # validate refuses the same, at the same key
     result = CliRunner().invoke(cli, ["validate", str(bad)])
     assert result.exit_code == 2
-    assert result.stderr == f"{bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    assert (
+        result.stderr
+        == f"{bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    )
