@@ -46,7 +46,8 @@ def cli() -> None:
     """srtd: supervise disaggregated LLM-serving jobs on Slurm, or on this machine.
 
     Exit codes: 0 success; 1 the job failed; 2 invalid input (recipe, cluster
-    settings, plan, command line); 3 the environment refused (launcher, log dir);
+    settings, plan, command line); 3 the environment refused (launcher, log dir,
+    a file that cannot be written);
     4 attach failed; 70 internal error; 128+N stopped by signal N.
     """
 
