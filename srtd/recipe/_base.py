@@ -29,6 +29,8 @@ class Section(BaseModel):
         extra="forbid",
         strict=True,
         populate_by_name=True,
+        # YAML's .nan and .inf are never a duration, a count or a ratio srtd can act on.
+        allow_inf_nan=False,
     )
 
 

@@ -40,6 +40,9 @@ class ModelConfig(Section):
     """Copy the model to this node-local directory before workers start."""
 
 
+MAX_GPUS_PER_NODE = 1024
+
+
 class ResourceConfig(Section):
     """Cluster facts and allocation knobs; the worker topology is `roles:`."""
 
@@ -55,8 +58,8 @@ class ResourceConfig(Section):
     @model_validator(mode="after")
     def _positive(self) -> ResourceConfig:
         rules = Rules()
-        if self.gpus_per_node < 1:
-            rules.add("gpus_per_node", f"must be at least 1, got {self.gpus_per_node}")
+        if not 1 <= self.gpus_per_node <= MAX_GPUS_PER_NODE:  # the cluster setting's range too
+            rules.add("gpus_per_node", f"must be 1 to {MAX_GPUS_PER_NODE}, got {self.gpus_per_node}")
         rules.check()
         return self
 

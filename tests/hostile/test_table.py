@@ -238,3 +238,30 @@ def test_toy_benchmark_counts_are_validated_not_defaulted(tmp_path: Path, field:
     assert result.stderr.startswith(
         f"{recipe}:{line}:{col} benchmark.{field}: input should be greater than or equal to 1"
     )
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "message"),
+    [
+        (
+            "    gpus: 8\n",
+            "    gpus: 8\n    restart: {policy: on-failure, backoff_seconds: .nan}\n",
+            "15:52 roles.agg.restart.backoff_seconds: input should be a finite number, got nan",
+        ),
+        (
+            "  gpus_per_node: 8\n",
+            "  gpus_per_node: 100000\n",
+            "8:3 resources.gpus_per_node: must be 1 to 1024, got 100000",
+        ),
+        (
+            "  agg:\n",
+            "  agg:\n    restart: {policy: always, max_restarts: -1}\n",
+            "12:31 roles.agg.restart.max_restarts: must be 0 or more, got -1",
+        ),
+    ],
+)
+def test_recipe_numbers_are_finite_and_in_range(tmp_path: Path, before: str, after: str, message: str) -> None:
+    recipe = write(tmp_path, BASE.replace(before, after))
+    result = srtd("validate", recipe)
+    assert result.code == 2
+    assert result.stderr.startswith(f"{recipe}:{message}"), result.stderr
