@@ -9,7 +9,9 @@ None) to everything else.  Nothing here ever writes a file.
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,12 @@ from ruamel.yaml.reader import ReaderError
 from srtd.errors import Problem, RecipeError
 
 PathKey = tuple[str | int, ...]
+
+# Bounds on the work any file can cause.  A recipe is a page of YAML; aliases let a
+# kilobyte name billions of nodes, so the expanded document is counted as it is built.
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: the largest real recipe is under 10 KiB
+MAX_NODES = 100_000  # scalars, lists and mappings after alias expansion
+MAX_TEXT = 8 << 20  # characters of all strings after alias expansion
 
 
 @dataclass
@@ -127,10 +135,39 @@ def parse_text(text: str, file: str) -> tuple[Any, Positions]:
         raise RecipeError([Problem(f"invalid YAML: {err}", file=file)]) from None
     positions = Positions(file)
     try:
-        data = _plain(node, (), positions)
+        data = _plain(node, (), positions, _Budget())
     except RecursionError:
         raise RecipeError([_too_deep(text, file)]) from None
+    except _OverBudget as over:
+        raise RecipeError([positions.problem(str(over), over.path)]) from None
     return data, positions
+
+
+class _OverBudget(Exception):
+    def __init__(self, message: str, path: PathKey) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass
+class _Budget:
+    """What the document has cost so far: aliases are expanded, so each copy counts."""
+
+    nodes: int = 0
+    text: int = 0
+
+    def spend(self, node: Any, path: PathKey) -> None:
+        self.nodes += 1
+        if isinstance(node, str):
+            self.text += len(node)
+            if "\x00" in node:
+                raise _OverBudget("a NUL character; no argument, environment value or path can hold one", path)
+        if self.nodes > MAX_NODES:
+            raise _OverBudget(
+                f"the document expands to more than {MAX_NODES} values (YAML aliases copy what they name)", path
+            )
+        if self.text > MAX_TEXT:
+            raise _OverBudget(f"the document's strings expand to more than {MAX_TEXT} characters", path)
 
 
 def _too_deep(text: str, file: str) -> Problem:
@@ -140,20 +177,55 @@ def _too_deep(text: str, file: str) -> Problem:
     return Problem("invalid YAML: nested too deeply", file=file, line=depth.index(max(depth)) + 1)
 
 
-def read_file(path: Path) -> str:
+def read_file(path: Path, *, what: str = "recipe file", limit: int = MAX_FILE_BYTES) -> str:
+    """The text of a regular file of at most `limit` bytes, or a `RecipeError` saying why not.
+
+    A FIFO, a device or a directory is refused from its `stat`, before anything opens
+    it: a read from them could block forever or never end.
+    """
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise RecipeError([Problem("no such file", file=str(path))]) from None
-    except IsADirectoryError:
-        raise RecipeError([Problem("is a directory, not a recipe file", file=str(path))]) from None
+        info = os.stat(path)
     except OSError as err:
-        raise RecipeError([Problem(f"cannot read: {err.strerror}", file=str(path))]) from None
+        raise RecipeError([Problem(_os_reason(err), file=str(path))]) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise RecipeError([Problem(f"is {_file_kind(info.st_mode)}, not a {what}", file=str(path))]) from None
+    if info.st_size > limit:
+        raise RecipeError([Problem(f"is {info.st_size} bytes; a {what} may hold at most {limit}", file=str(path))])
+    try:
+        # O_NONBLOCK: if the path was swapped for a FIFO since the stat, open still returns.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise RecipeError([Problem(f"is not a regular file, not a {what}", file=str(path))])
+            raw = fh.read(limit + 1)
+    except OSError as err:
+        raise RecipeError([Problem(_os_reason(err), file=str(path))]) from None
+    if len(raw) > limit:
+        raise RecipeError([Problem(f"a {what} may hold at most {limit} bytes", file=str(path))])
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise RecipeError([Problem("not UTF-8 text", file=str(path), line=line)]) from None
+
+
+def _os_reason(err: OSError) -> str:
+    if isinstance(err, FileNotFoundError):
+        return "no such file"
+    if isinstance(err, IsADirectoryError):
+        return "is a directory"
+    return f"cannot read: {err.strerror or err}"
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _pos(lc: tuple[int, int] | list[int] | None) -> tuple[int, int] | None:
@@ -162,7 +234,8 @@ def _pos(lc: tuple[int, int] | list[int] | None) -> tuple[int, int] | None:
     return (int(lc[0]) + 1, int(lc[1]) + 1)
 
 
-def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
+def _plain(node: Any, path: PathKey, positions: Positions, budget: _Budget) -> Any:
+    budget.spend(node, path)
     if isinstance(node, CommentedMap | CommentedSeq) and path not in positions.values:
         # where the mapping or list itself starts: the place a missing key is reported
         start = _pos((node.lc.line, node.lc.col)) if node.lc.line is not None else None
@@ -174,6 +247,7 @@ def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
             name = _scalar(key)
             if not isinstance(name, str):
                 name = str(name)
+            budget.spend(name, path)
             child = (*path, name)
             kpos = _pos(_safe(node.lc.key, key))
             vpos = _pos(_safe(node.lc.value, key))
@@ -183,7 +257,7 @@ def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
             # token's); the key is where the problem is.
             if vpos and node[key] is not None:
                 positions.values[child] = vpos
-            out[name] = _plain(node[key], child, positions)
+            out[name] = _plain(node[key], child, positions, budget)
         return out
     if isinstance(node, CommentedSeq):
         items: list[Any] = []
@@ -192,7 +266,7 @@ def _plain(node: Any, path: PathKey, positions: Positions) -> Any:
             ipos = _pos(_safe(node.lc.item, i))
             if ipos:
                 positions.values[child] = ipos
-            items.append(_plain(item, child, positions))
+            items.append(_plain(item, child, positions, budget))
         return items
     return _scalar(node)
 

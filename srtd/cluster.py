@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
-from srtd.recipe import RULES_ERROR, ReportingConfig
+from srtd.recipe import RULES_ERROR, ReportingConfig, SlurmTime
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -58,11 +59,11 @@ class Cluster(BaseSettings):
     """Slurm account when the recipe sets none."""
     default_partition: str | None = None
     """Slurm partition when the recipe sets none."""
-    default_time_limit: str | None = None
+    default_time_limit: SlurmTime | None = None
     """Slurm time limit (HH:MM:SS) when the recipe sets none."""
     default_gpu_type: str | None = None
     """GPU type when the recipe sets none."""
-    gpus_per_node: int | None = None
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
     """GPUs per node when the recipe sets none."""
     network_interface: str | None = None
     """Interface whose address workers advertise; unset: the node's hostname."""
@@ -87,7 +88,7 @@ class Cluster(BaseSettings):
     binaries: dict[str, str] = Field(default_factory=dict)
     """Executables of typed services by kind (`etcd: /usr/bin/etcd`, `nats: /usr/sbin/nats-server`), and
     `aiperf`: the aiperf benchmark's command (default `aiperf`; may be `python3 -m aiperf`)."""
-    kill_wait_seconds: int = 30
+    kill_wait_seconds: Annotated[int, Field(ge=0, le=65533)] = 30
     """Slurm's KillWait: how long steps get between SIGTERM and SIGKILL when Slurm ends the job."""
     srun_mpi: str | None = None
     """The MPI plugin of every step that asks srun for one (srtctl's engines and frontends ask
@@ -96,7 +97,7 @@ class Cluster(BaseSettings):
     """Nodes share one host's ports (several Slurm nodes on one machine): no two listeners
     of the job get the same port.  srtd run also turns it on when two nodes of the
     allocation resolve to one host."""
-    early_warning_seconds: int | None = None
+    early_warning_seconds: Annotated[int, Field(ge=1, le=65535)] | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None
     """Host directory of srt-slurm's benchmark scripts, mounted at /srtctl-benchmarks."""
@@ -138,7 +139,7 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
     positions = Positions(None)
     if path is not None:
         try:
-            parsed, positions = parse_text(read_file(path), str(path))
+            parsed, positions = parse_text(read_file(path, what="cluster settings file"), str(path))
         except RecipeError as err:
             raise ClusterConfigError(str(err)) from None
         if parsed is None:
@@ -152,6 +153,14 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
         return Cluster(**data), path
     except ValidationError as err:
         raise ClusterConfigError(_describe(err, positions, path)) from None
+    except SettingsError as err:  # an SRTD_* variable that is not the JSON its field needs
+        raise ClusterConfigError(_settings_error(err)) from None
+
+
+def _settings_error(err: SettingsError) -> str:
+    match = re.search(r'field "([^"]+)"', str(err))
+    name = f"SRTD_{match.group(1).upper()}" if match else "an SRTD_* variable"
+    return f'{name}: not valid JSON for this setting (a mapping is written as {{"key": "value"}})'
 
 
 def _check_keys(data: dict[str, Any], positions: Positions) -> None:
@@ -173,13 +182,25 @@ def _check_env(environ: Mapping[str, str]) -> None:
     for name in sorted(environ):
         if not name.startswith("SRTD_") or name in RUNTIME_ENV or name.startswith(RESERVED_PREFIX):
             continue
-        if name in fields or name.split("__")[0] in fields:
+        if name in fields:
+            continue
+        head = name.split("__")[0]
+        if "__" in name and head in fields and _nested(head):
+            continue
+        if "__" in name and head in fields:
+            problems.append(f"{name}: {head} is not a mapping, so it has no nested {name[len(head) + 2 :]}")
             continue
         close = difflib.get_close_matches(name, sorted(fields), n=1, cutoff=0.7)
         hint = f"; did you mean {close[0]}?" if close else ""
         problems.append(f"{name}: not a cluster setting{hint}")
     if problems:
         raise ClusterConfigError("\n".join(problems))
+
+
+def _nested(variable: str) -> bool:
+    """Whether the setting SRTD_<NAME> holds a mapping, so SRTD_<NAME>__<KEY> means something."""
+    info = Cluster.model_fields[variable.removeprefix("SRTD_").lower()]
+    return "dict" in str(info.annotation) or "ReportingConfig" in str(info.annotation)
 
 
 def _describe(err: ValidationError, positions: Positions, path: Path | None) -> str:

@@ -44,8 +44,8 @@ class Problem:
         if self.variant:
             where += f" [{self.variant}]"
         if self.path:
-            return f"{where} {self.path}: {self.message}"
-        return f"{where}: {self.message}"
+            return printable(f"{where} {self.path}: {self.message}")
+        return printable(f"{where}: {self.message}")
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -56,6 +56,14 @@ class Problem:
             "variant": self.variant,
             "message": self.message,
         }
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\t"): "\\t"}
+
+
+def printable(text: str) -> str:
+    """One line whatever a file's keys hold: control characters shown escaped, as repr() does."""
+    return text.translate(_CONTROL)
 
 
 class SrtdError(Exception):
@@ -118,7 +126,32 @@ _EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (LaunchError, EXIT_LAUNCH),
     (AttachError, EXIT_ATTACH),
     (SrtdError, EXIT_JOB_FAILED),
+    # The machine refused a read or a write srtd was asked to do: permission, a missing
+    # directory, a full disk, a directory where a file should be.  Not a bug in srtd.
+    (OSError, EXIT_LAUNCH),
 )
+
+
+def user_error(error: BaseException) -> BaseException | None:
+    """The error to report when `error` is one a user can act on (an `SrtdError`, an `OSError`).
+
+    A task group wraps what its tasks raise; a group of such errors is reported by its first.
+    """
+    if isinstance(error, SrtdError | OSError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [user_error(e) for e in error.exceptions]
+        if leaves and all(leaf is not None for leaf in leaves):
+            return leaves[0]
+    return None
+
+
+def describe(error: BaseException) -> str:
+    """The one-line (per problem) text of a user error."""
+    if isinstance(error, OSError) and not isinstance(error, SrtdError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    return str(error) or type(error).__name__
 
 
 def exit_code_for(error: BaseException) -> int:

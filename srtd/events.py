@@ -11,7 +11,7 @@ Like `srtd.unit`, this module imports nothing of srtd's.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,16 +48,18 @@ class Event(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    seq: int
-    ts: float
+    # Bounds a reader checks (a journal is read back by timeline, attach --replay and
+    # collectors): finite times, sequence numbers, exit codes and signals as the OS has them.
+    seq: Annotated[int, Field(ge=0)]
+    ts: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     unit: str | None = None  # None: a job-level event (omitted from the JSON line)
     state: str  # a UnitState for units, a JobState for the job
     prev: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
+    exit_code: Annotated[int, Field(ge=-255, le=255)] | None = None
+    signal: Annotated[int, Field(ge=0, le=128)] | None = None
     reason: str | None = None
-    attempt: int | None = None
-    pid: int | None = None
+    attempt: Annotated[int, Field(ge=0)] | None = None
+    pid: Annotated[int, Field(ge=0, le=1 << 32)] | None = None
     detail: dict[str, Any] | None = None
 
     def to_line(self) -> str:

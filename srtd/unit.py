@@ -9,12 +9,35 @@ never renamed or re-typed without bumping `PLAN_FORMAT`.
 
 from __future__ import annotations
 
+import os
+import posixpath
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 PLAN_FORMAT = 1
+
+
+_UNSAFE_NAME = re.compile(r"[/\x00-\x1f\x7f]|\.\.|^\.?$")
+
+
+def unsafe_name(name: str) -> bool:
+    """Whether a name that becomes a path component (a unit, a job id) could leave its directory."""
+    return bool(_UNSAFE_NAME.search(name))
+
+
+def within(log_dir: str, path: str) -> bool:
+    """Whether `path` (as written: absolute, or relative to the working directory) is inside `log_dir`.
+
+    Lexical on purpose: a plan is checked before any file exists, and every path srtd
+    writes is made from the log directory and a name, so a `..` or `/` in the name is
+    what would take it out.
+    """
+    base = posixpath.normpath(os.path.abspath(log_dir))
+    full = posixpath.normpath(os.path.abspath(path))
+    return full.startswith(base.rstrip("/") + "/")
 
 
 class _Frozen(BaseModel):
@@ -327,6 +350,16 @@ class Plan(_Frozen):
         if data.get("reporting", "") is None:
             del data["reporting"]
         return data
+
+    def outside_log_dir(self) -> list[str]:
+        """What the plan would write outside its log directory: one line per path (none, or a bug)."""
+        logs = [(f"unit {u.name!r}: log", posixpath.join(self.log_dir, u.log)) for u in self.units]
+        files = [("generated file", name) for name in self.files]
+        return [
+            f"{what} {path!r} is outside the log directory"
+            for what, path in logs + files
+            if not within(self.log_dir, path)
+        ]
 
     def unit(self, name: str) -> Unit:
         for unit in self.units:

@@ -74,7 +74,7 @@ class Toy(Benchmark):
         bench = ctx.recipe.benchmark
         url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
         argv = ["srtd-toy-bench", "--url", url, "--model", served_name(ctx) or "toy"]
-        argv += ["--requests", str(bench.num_requests or 20), "--concurrency", str(bench.concurrency or 4)]
+        argv += ["--requests", str(_or(bench.num_requests, 20)), "--concurrency", str(_or(bench.concurrency, 4))]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
         return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
 
@@ -95,7 +95,7 @@ class AIPerf(Benchmark):
         argv += ["--isl", str(bench.isl or 64), "--osl", str(bench.osl or 32)]
         for level in concurrency_levels(bench.concurrencies, bench.concurrency):
             argv += ["--concurrency", str(level)]
-        argv += ["--requests", str(bench.num_requests or 20)]
+        argv += ["--requests", str(_or(bench.num_requests, 20))]
         if bench.req_rate not in (None, "inf"):
             argv += ["--request-rate", str(bench.req_rate)]
         return [*argv, "--artifacts", f"{ctx.logs_path}/aiperf", "--output", f"{ctx.logs_path}/benchmark.json"]
@@ -241,3 +241,8 @@ def benchmark_unit(
         tier=0,
         terminate_timeout=15.0,
     )
+
+
+def _or(value: int | None, default: int) -> int:
+    # Not `value or default`: a 0 the recipe wrote must not turn into the default (the recipe refuses it).
+    return default if value is None else value

@@ -97,16 +97,30 @@ def attach(job: str | None, as_json: bool, once: bool, replay: Path | None) -> N
 
 
 def journal_of(log_dir: Path) -> list[Event]:
-    """The events of LOG_DIR/events.jsonl, or an `AttachError` that says what is wrong."""
+    """The events of LOG_DIR/events.jsonl, or an `AttachError` that says what is wrong.
+
+    A line that is not an event is left out with one warning line on stderr (`events.jsonl:N: why`).
+    """
     from srtd.supervisor import JOURNAL_NAME, read_journal
 
     path = log_dir / JOURNAL_NAME
+    skipped: list[str] = []
     try:
-        return read_journal(path)
+        events = read_journal(path, skipped)
     except FileNotFoundError:
         raise AttachError(f"{path}: no journal (is {log_dir} a job's log directory?)") from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise AttachError(f"{path}: cannot read the journal: {e.strerror or e}") from None
+    except ValueError as e:
         raise AttachError(f"{path}: cannot read the journal: {e}") from None
+    for line in skipped[:SHOWN_SKIPS]:
+        click.echo(f"srtd: warning: {log_dir / line}: line skipped", err=True)
+    if len(skipped) > SHOWN_SKIPS:
+        click.echo(f"srtd: warning: {path}: {len(skipped) - SHOWN_SKIPS} more lines skipped", err=True)
+    return events
+
+
+SHOWN_SKIPS = 5
 
 
 def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:

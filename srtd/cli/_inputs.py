@@ -47,6 +47,14 @@ class Inputs:
     log_dir: str | None
 
 
+def check_job_id(job: str, source: str) -> None:
+    """A job id names directories (outputs/<job>/logs), so it is one safe path component."""
+    from srtd.unit import unsafe_name
+
+    if unsafe_name(job):
+        raise UsageError(f"{source}: {job!r} is not a job id: it may not be empty or hold `/`, `..` or controls")
+
+
 def read_inputs(
     recipe: Path,
     *,
@@ -68,4 +76,5 @@ def read_inputs(
     if local and nodes_text:
         raise UsageError("--local plans for this machine; --nodes does not apply")
     job = job_id or os.environ.get("SLURM_JOB_ID") or default_job_id
+    check_job_id(job, "--job-id" if job_id else "$SLURM_JOB_ID")
     return Inputs(recipes, cluster, cluster_file, nodes, job, local, log_dir)

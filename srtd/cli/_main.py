@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from srtd import __version__
-from srtd.errors import EXIT_INTERNAL, SrtdError, exit_code_for
+from srtd.errors import EXIT_INTERNAL, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,16 +22,18 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except SrtdError as err:
-            for line in str(err).splitlines() or [type(err).__name__]:
-                click.echo(f"srtd: {line}", err=True)
-            ctx.exit(exit_code_for(err))
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except KeyboardInterrupt:
             click.echo("srtd: interrupted", err=True)
             ctx.exit(130)
-        except Exception as err:  # a bug in srtd: say so in one line, keep the traceback
+        except Exception as err:
+            known = user_error(err)
+            if known is not None:
+                for line in describe(known).splitlines():
+                    click.echo(f"srtd: {line}", err=True)
+                ctx.exit(exit_code_for(known))
+            # a bug in srtd: say so in one line, keep the traceback
             with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
                 traceback.print_exc(file=fh)
             click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
@@ -44,7 +46,8 @@ def cli() -> None:
     """srtd: supervise disaggregated LLM-serving jobs on Slurm, or on this machine.
 
     Exit codes: 0 success; 1 the job failed; 2 invalid input (recipe, cluster
-    settings, plan, command line); 3 the environment refused (launcher, log dir);
+    settings, plan, command line); 3 the environment refused (launcher, log dir,
+    a file that cannot be written);
     4 attach failed; 70 internal error; 128+N stopped by signal N.
     """
 

@@ -12,12 +12,22 @@ from typing import Any
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import EXIT_INPUT, EXIT_JOB_FAILED, EXIT_OK, Problem, RecipeError, UsageError
+from srtd.errors import EXIT_INPUT, EXIT_JOB_FAILED, EXIT_OK, LaunchError, Problem, RecipeError, UsageError
 
 EXIT_WOULD_CHANGE = EXIT_JOB_FAILED  # `--check`: 1 when a file is not schema 2 yet, as linters do
 
 
 def _write(path: Path, text: str) -> None:
+    """Write `path` in one step, or a `LaunchError` naming it (the environment refused, exit 3)."""
+    if path.is_dir():
+        raise LaunchError(f"{path}: is a directory; -o names the file to write")
+    try:
+        _replace(path, text)
+    except OSError as err:
+        raise LaunchError(f"{path}: cannot write: {err.strerror or err}") from None
+
+
+def _replace(path: Path, text: str) -> None:
     """Replace the file in one step: a reader sees the old text or the new, never half."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))

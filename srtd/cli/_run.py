@@ -25,10 +25,13 @@ def _load_plan_file(path: Path) -> Plan:
     except OSError as err:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
     try:
-        return Plan.loads(text)
+        plan = Plan.loads(text)
     except ValueError as err:
         first = str(err).splitlines()[0]
         raise PlanError(f"{path}: not a plan written by srtd plan --json ({first})") from None
+    if escaping := plan.outside_log_dir():
+        raise PlanError([f"{path}: {line}" for line in escaping])
+    return plan
 
 
 def _local_job_id() -> str:

@@ -64,7 +64,7 @@ def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
 def gpus_per_node(recipe: Recipe, cluster: Cluster) -> int:
     if "gpus_per_node" in recipe.resources.model_fields_set:
         return recipe.resources.gpus_per_node
-    return cluster.gpus_per_node or recipe.resources.gpus_per_node
+    return recipe.resources.gpus_per_node if cluster.gpus_per_node is None else cluster.gpus_per_node
 
 
 def role_shape(recipe: Recipe, role: str, gpn: int) -> tuple[int, int, int]:
@@ -180,7 +180,7 @@ def build_plan(
     hold = bench.unit is None and not any(u.terminal for u in units)
     shape = JobShape(nodemap.head, ctx.log_dir, gpn, {r: role_shape(recipe, r, gpn) for r in recipe.roles})
     reporting = status_reporting(recipe, cluster, shape, ctx.warn)
-    return Plan(
+    plan = Plan(
         name=recipe.name,
         recipe=loaded.file if loaded else None,
         variant=loaded.variant if loaded else None,
@@ -200,6 +200,9 @@ def build_plan(
         warnings=tuple(ctx.warnings),
         reporting=reporting,
     )
+    if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
+        raise PlanError(escaping)
+    return plan
 
 
 def _with_cluster_mpi(cluster: Cluster, units: list[Unit]) -> list[Unit]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import RULES_ERROR, Section, attribute_docs
+from srtd.recipe._base import RULES_ERROR, Section, SlurmTime, attribute_docs
 from srtd.recipe._engines import (
     ENGINE_MODELS,
     ENGINE_NAMES,
@@ -100,6 +100,7 @@ __all__ = [
     "ServiceMetrics",
     "ServicePlacement",
     "ServiceReadiness",
+    "SlurmTime",
     "SourceConfig",
     "TRTLLMEngine",
     "TileRTEngine",

@@ -8,10 +8,13 @@ so sequence fields are typed as tuples.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic_core import PydanticCustomError
+
+from srtd.unit import unsafe_name
 
 
 class Section(BaseModel):
@@ -26,6 +29,8 @@ class Section(BaseModel):
         extra="forbid",
         strict=True,
         populate_by_name=True,
+        # YAML's .nan and .inf are never a duration, a count or a ratio srtd can act on.
+        allow_inf_nan=False,
     )
 
 
@@ -39,6 +44,46 @@ NumSeq = Annotated[tuple[float, ...], BeforeValidator(_as_tuple)]
 
 StrMap = dict[str, str]
 AnyMap = dict[str, Any]
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME.fullmatch(value):
+        raise PydanticCustomError(
+            "srtd_env_name", "not an environment variable name (letters, digits and _, not starting with a digit)"
+        )
+    return value
+
+
+def _path_safe(value: str) -> str:
+    if not value:
+        raise PydanticCustomError("srtd_name", "must not be empty")
+    if unsafe_name(value):
+        raise PydanticCustomError("srtd_name", "names a log file, so it may not hold `/`, `..` or control characters")
+    return value
+
+
+# Slurm's time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_SLURM_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE", re.IGNORECASE)
+
+
+def _slurm_time(value: str) -> str:
+    if not _SLURM_TIME.fullmatch(value):
+        raise PydanticCustomError(
+            "srtd_slurm_time",
+            "not a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)",
+        )
+    return value
+
+
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+"""A time limit as sbatch --time reads it."""
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvMap = dict[EnvName, str]
+"""An environment: names as the shell and `env` accept them; NUL is refused by the YAML reader."""
+Name = Annotated[str, AfterValidator(_path_safe)]
+"""A name that becomes a unit's name, a log file and a Slurm step name."""
 
 
 RULES_ERROR = "srtd_rules"

@@ -108,7 +108,8 @@ def _convert(
     elif kind in ("tuple_type", "list_type"):
         message = "must be a list"
     message = f"{message}, got {_show(detail.get('input'))}"
-    return [positions.problem(message, path, variant=variant)]
+    # A mapping's key is wrong (`env: {1BAD: x}`): point at the key, not its value.
+    return [positions.problem(message, path, prefer_key=loc[-1:] == ("[key]",), variant=variant)]
 
 
 def _lower_first(text: str) -> str:

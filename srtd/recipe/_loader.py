@@ -12,7 +12,17 @@ from srtd._yaml import PathKey, Positions, parse_text, read_file
 from srtd.errors import Problem, RecipeError
 from srtd.recipe._errors import problems_from
 from srtd.recipe._recipe import Recipe
-from srtd.recipe._variants import Variant, expand_overrides, expand_sweep, is_override_file, select
+from srtd.recipe._variants import (
+    MAX_VARIANTS,
+    SHOWN_NAMES,
+    Variant,
+    expand_overrides,
+    expand_sweep,
+    is_override_file,
+    no_match,
+    sweep_size,
+    variant_names,
+)
 
 
 def _v1_hint(file: str | None) -> str:
@@ -84,8 +94,7 @@ def load_text(text: str, file: str = "<recipe>", *, variant: str | None = None) 
         variants = expand_overrides(data, positions)
     else:
         variants = [Variant(None, data, positions)]
-    variants = [s for v in variants for s in expand_sweep(v)]
-    variants = select(variants, variant, file)
+    variants = _chosen(variants, variant, file)
     loaded: list[LoadedRecipe] = []
     problems: list[Problem] = []
     for v in variants:
@@ -96,6 +105,19 @@ def load_text(text: str, file: str = "<recipe>", *, variant: str | None = None) 
     if problems:
         raise RecipeError(problems)
     return loaded
+
+
+def _chosen(variants: list[Variant], pattern: str | None, file: str) -> list[Variant]:
+    """The recipes `--variant` names (all without it), counted before any is built."""
+    total = sum(sweep_size(v) for v in variants)
+    if pattern is None and total > MAX_VARIANTS and len(variants) > 1:
+        message = f"the file makes {total} recipes (variants times sweep combinations), more than {MAX_VARIANTS}"
+        raise RecipeError([Problem(message, file=file, line=1)])
+    chosen = [s for v in variants for s in expand_sweep(v, pattern)]
+    if pattern is not None and not chosen:
+        some = [name for v in variants[:SHOWN_NAMES] for name in variant_names(v, SHOWN_NAMES)]
+        raise RecipeError([no_match(pattern, some, total, file)])
+    return chosen
 
 
 def _check_document(data: Any, positions: Positions) -> None:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from srtd.recipe._base import Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import EnvMap, Name, Rules, Section, StrMap, StrSeq
 from srtd.recipe._engines import EngineConfig, EngineField
 from srtd.recipe._roles import ROLE_NAMES, RoleConfig
 from srtd.recipe._sections import (
@@ -32,7 +32,7 @@ from srtd.recipe._services import ServiceConfig
 class Recipe(Section):
     """One job: model, worker roles, frontend, services and benchmark."""
 
-    name: str
+    name: Name
     """Job name: the Slurm job name and the run's label."""
     model: ModelConfig
     """Model weights, container image and precision."""
@@ -44,7 +44,7 @@ class Recipe(Section):
     """Account, partition, time limit."""
     engine: EngineField = None
     """The engine of every role: a name or a mapping with `type` and engine-wide knobs."""
-    roles: dict[str, RoleConfig] = {}
+    roles: dict[Name, RoleConfig] = {}
     """Worker roles: prefill, decode, agg."""
     frontend: FrontendConfig = Field(default_factory=FrontendConfig)
     """The HTTP entry point and where it runs."""
@@ -62,7 +62,7 @@ class Recipe(Section):
     """Metrics, traces, capture."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """Power sampling."""
-    environment: StrMap = {}
+    environment: EnvMap = {}
     """Environment of every worker, after `roles.<role>.env`; `{node}` and `{node_id}` expand."""
     container_mounts: StrMap = {}
     """Host path -> container path for every container."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, Rules, Section, StrMap, StrSeq
 from srtd.recipe._engines import EngineField
 from srtd.recipe._probes import LivenessField
 
@@ -82,7 +82,7 @@ class RoleConfig(Section):
     """GPUs per worker; defaults to nodes * gpus_per_node // workers."""
     srun_options: StrMap = {}
     """srun options for this role's worker steps, over the recipe's `srun_options`."""
-    env: StrMap = {}
+    env: EnvMap = {}
     """Environment of every worker of this role."""
     args: AnyMap = {}
     """The engine's own flags for this role (`tensor-parallel-size: 4`)."""

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from srtd.recipe._base import AnyMap, NumSeq, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, SlurmTime, StrMap, StrSeq
 
 
 def _digits_to_int(value: Any) -> Any:
@@ -40,6 +40,9 @@ class ModelConfig(Section):
     """Copy the model to this node-local directory before workers start."""
 
 
+MAX_GPUS_PER_NODE = 1024
+
+
 class ResourceConfig(Section):
     """Cluster facts and allocation knobs; the worker topology is `roles:`."""
 
@@ -55,8 +58,8 @@ class ResourceConfig(Section):
     @model_validator(mode="after")
     def _positive(self) -> ResourceConfig:
         rules = Rules()
-        if self.gpus_per_node < 1:
-            rules.add("gpus_per_node", f"must be at least 1, got {self.gpus_per_node}")
+        if not 1 <= self.gpus_per_node <= MAX_GPUS_PER_NODE:  # the cluster setting's range too
+            rules.add("gpus_per_node", f"must be 1 to {MAX_GPUS_PER_NODE}, got {self.gpus_per_node}")
         rules.check()
         return self
 
@@ -68,7 +71,7 @@ class SlurmConfig(Section):
     """Slurm account."""
     partition: str | None = None
     """Slurm partition."""
-    time_limit: str | None = None
+    time_limit: SlurmTime | None = None
     """Time limit, HH:MM:SS."""
 
 
@@ -110,7 +113,7 @@ class FrontendConfig(Section):
     """Dynamo worker-selection policy, written to a router policy file."""
     args: AnyMap | None = None
     """Flags of the frontend process."""
-    env: StrMap | None = None
+    env: EnvMap | None = None
     """Environment of the frontend processes."""
     container_image: str | None = None
     """Image of the router; defaults to the job's."""
@@ -244,9 +247,9 @@ class BenchmarkConfig(Section):
     """Nucleus sampling threshold."""
     top_k: int | None = None
     """Top-k cutoff."""
-    num_requests: int | None = None
+    num_requests: Annotated[int, Field(ge=1)] | None = None
     """Router benchmarks: requests to send."""
-    concurrency: int | None = None
+    concurrency: Annotated[int, Field(ge=1)] | None = None
     """Single concurrency level."""
     prefix_ratios: NumSeq | str | None = None
     """Router: shared-prefix ratios."""
@@ -284,7 +287,7 @@ class BenchmarkConfig(Section):
     """`custom`: a shell command run with `bash -lc`, verbatim."""
     container_image: str | None = None
     """Image of the client; defaults to the job's."""
-    env: StrMap = {}
+    env: EnvMap = {}
     """Extra environment of the client."""
     aiperf_package: str | None = None
     """pip spec of aiperf to install first."""

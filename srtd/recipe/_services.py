@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 
-from srtd.recipe._base import AnyMap, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, Name, Rules, Section, StrMap, StrSeq
 from srtd.recipe._probes import LivenessField, ServiceReadiness
 
 PlacementNode = Literal["head", "infra", "dedicated", "prefill", "decode", "agg", "workers", "compute", "all"]
@@ -78,7 +78,7 @@ MetricsField = Annotated[
 class ServiceConfig(Section):
     """One entry of `services:`."""
 
-    name: str
+    name: Name
     """Unique label; names the unit (`service_<name>`) and its log."""
     type: str = "generic"
     """Service kind: generic, etcd, nats, mooncake-master, mooncake-store, lmcache-server,
@@ -89,7 +89,7 @@ class ServiceConfig(Section):
     """Appended to `command`."""
     container: str | None = None
     """Image or cluster alias; defaults to the kind's image, then the job's."""
-    env: StrMap = {}
+    env: EnvMap = {}
     """Environment, over what the kind injects."""
     source: SourceConfig | None = None
     """Clone this before `build_command` and `command` run (single-node placements only)."""

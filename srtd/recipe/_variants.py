@@ -17,7 +17,9 @@ from __future__ import annotations
 import copy
 import fnmatch
 import itertools
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,14 @@ from srtd._yaml import PathKey, Positions
 from srtd.errors import Problem, RecipeError
 
 OVERRIDE_KEY = re.compile(r"^(zip_)?override_(.+)$")
+
+# A file holds at most this many recipes (override variants times sweep combinations);
+# each is validated and planned, so the count is checked before any is built.
+MAX_VARIANTS = 4096
+# `--variant` picks from a larger sweep by name, without building the others; the
+# names themselves are cheap, but not free.
+MAX_SEARCHED = 1_000_000
+SHOWN_NAMES = 10
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,9 @@ def _unzip(key: str, block: dict[str, Any], positions: Positions) -> list[dict[s
             ]
         )
     count = lengths.pop() if lengths else 1
+    if count > MAX_VARIANTS:
+        message = f"`{key}` makes {count} recipes, more than {MAX_VARIANTS}"
+        raise RecipeError([positions.problem(message, (key,), prefer_key=True)])
     parts = []
     for i in range(count):
         part = copy.deepcopy(block)
@@ -146,47 +159,92 @@ def _set(data: dict[str, Any], path: PathKey, value: Any) -> None:
     node[path[-1]] = copy.deepcopy(value)
 
 
+def matches(name: str | None, pattern: str) -> bool:
+    """Whether a variant called `name` is chosen by `--variant pattern` (a name, `name[i]`, a glob)."""
+    if name is None:
+        return False
+    if name == pattern or name.split("[")[0] == pattern:
+        return True
+    return any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(name, pattern)
+
+
 def select(variants: list[Variant], pattern: str | None, file: str | None = None) -> list[Variant]:
     """The variants whose name matches `pattern` (a name, `name[i]`, or a glob)."""
     if pattern is None:
         return variants
-    chosen = [
-        v
-        for v in variants
-        if v.name is not None
-        and (fnmatch.fnmatchcase(v.name, pattern) or v.name.split("[")[0] == pattern or v.name == pattern)
-    ]
+    chosen = [v for v in variants if matches(v.name, pattern)]
     if not chosen:
-        names = ", ".join(v.name or "<recipe>" for v in variants)
-        raise RecipeError([Problem(f"no variant matches {pattern!r}; variants: {names}", file=file)])
+        raise RecipeError([no_match(pattern, [v.name for v in variants], len(variants), file)])
     return chosen
+
+
+def no_match(pattern: str, some: list[str | None], total: int, file: str | None) -> Problem:
+    shown = ", ".join(n or "<recipe>" for n in some[:SHOWN_NAMES])
+    more = f", ... ({total} in all)" if total > len(some[:SHOWN_NAMES]) else ""
+    return Problem(f"no variant matches {pattern!r}; variants: {shown}{more}", file=file)
 
 
 # --------------------------------------------------------------------------- sweeps
 
 
-def expand_sweep(variant: Variant) -> list[Variant]:
+def sweep_size(variant: Variant) -> int:
+    """How many recipes the variant's sweep makes (1 without a sweep), before making any."""
     data = variant.data
     if not isinstance(data, dict) or data.get("sweep") is None:
-        return [variant]
-    sweep = data["sweep"]
-    mode, parameters = _sweep_parameters(sweep, variant.positions)
-    names = list(parameters)
+        return 1
+    mode, parameters = _sweep_parameters(data["sweep"], variant.positions)
     if mode == "zip":
         lengths = {len(v) for v in parameters.values()}
         if len(lengths) > 1:
             raise RecipeError([variant.positions.problem("zipped sweep lists must have the same length", ("sweep",))])
-        combos = list(zip(*parameters.values(), strict=True))
-    else:
-        combos = list(itertools.product(*parameters.values()))
-    out = []
+        return lengths.pop()
+    return math.prod(len(v) for v in parameters.values())
+
+
+def expand_sweep(variant: Variant, pattern: str | None = None) -> list[Variant]:
+    """The sweep's recipes; with `pattern`, only those it names (the others are never built)."""
+    data = variant.data
+    if not isinstance(data, dict) or data.get("sweep") is None:
+        return [variant] if pattern is None or matches(variant.name, pattern) else []
+    count = sweep_size(variant)
+    if pattern is None and count > MAX_VARIANTS:
+        raise RecipeError([_too_many(variant, count, MAX_VARIANTS, "choose one with --variant")])
+    if count > MAX_SEARCHED:
+        raise RecipeError([_too_many(variant, count, MAX_SEARCHED, "even --variant cannot search it")])
+    out: list[Variant] = []
     body = {k: v for k, v in data.items() if k != "sweep"}
+    for name, values in _combinations(variant):
+        if pattern is not None and not matches(name, pattern):
+            continue
+        if len(out) == MAX_VARIANTS:
+            raise RecipeError([_too_many(variant, count, MAX_VARIANTS, f"--variant {pattern!r} matches more")])
+        out.append(Variant(name, substitute(body, values), variant.positions))
+    return out
+
+
+def variant_names(variant: Variant, limit: int) -> list[str | None]:
+    """The first `limit` names of the recipes a variant makes, without making them."""
+    data = variant.data
+    if not isinstance(data, dict) or data.get("sweep") is None:
+        return [variant.name]
+    return [name for name, _ in itertools.islice(_combinations(variant), limit)]
+
+
+def _combinations(variant: Variant) -> Iterator[tuple[str, dict[str, Any]]]:
+    mode, parameters = _sweep_parameters(variant.data["sweep"], variant.positions)
+    names = list(parameters)
+    combos = zip(*parameters.values(), strict=True) if mode == "zip" else itertools.product(*parameters.values())
     for combo in combos:
         values = dict(zip(names, combo, strict=True))
         label = ",".join(f"{k}={v}" for k, v in values.items())
-        name = f"{variant.name}/{label}" if variant.name else label
-        out.append(Variant(name, substitute(body, values), variant.positions))
-    return out
+        yield (f"{variant.name}/{label}" if variant.name else label), values
+
+
+def _too_many(variant: Variant, count: int, limit: int, advice: str) -> Problem:
+    where = f"sweep of {variant.name}" if variant.name else "sweep"
+    return variant.positions.problem(
+        f"the {where} makes {count} recipes, more than {limit}; {advice}", ("sweep",), prefer_key=True
+    )
 
 
 def _sweep_parameters(sweep: Any, positions: Positions) -> tuple[str, dict[str, list[Any]]]:

@@ -44,7 +44,7 @@ from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
 from srtd.supervisor._watch import WATCH_ENV, LogWatcher, WatchMode, open_watcher, watch_mode
-from srtd.unit import LogProbe, Plan, Unit
+from srtd.unit import LogProbe, Plan, Unit, within
 
 JOURNAL_NAME = "events.jsonl"
 POSTMORTEM_NAME = "postmortem.txt"
@@ -129,6 +129,8 @@ def write_files(plan: Plan) -> None:
     """The configuration files the plan generated (`plan.files`), written before any launch."""
     for name, content in plan.files.items():
         path = Path(name)
+        if not within(plan.log_dir, name):
+            raise LaunchError(f"the generated file {path} is outside the log directory {plan.log_dir}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".srtd-tmp")
@@ -244,6 +246,8 @@ class Job:
         self.console.output(unit, line)
 
     async def launch(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle:
+        if not within(str(self.log_dir), str(log_path)):  # the plan was checked; this is where it is written
+            raise LaunchError(f"{unit.name}: log {log_path} is outside the log directory {self.log_dir}")
         return await self.launcher.start(unit, attempt=attempt, log_path=log_path)
 
     def address(self, node: str) -> str:

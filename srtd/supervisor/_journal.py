@@ -10,6 +10,8 @@ is full is dropped (its stream is closed), never waited for.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import IO, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import ValidationError
 
 from srtd.events import Event, JobState, JobView, UnitState
 
@@ -120,12 +123,53 @@ class Journal:
             self._file = None
 
 
-def read_journal(path: Path) -> list[Event]:
-    """Every event of a journal file, in order (a torn last line is ignored)."""
+# A journal line is one event; anything longer is not one srtd wrote.
+MAX_LINE = 1 << 20
+
+
+def read_journal(path: Path, skipped: list[str] | None = None) -> list[Event]:
+    """Every event of a journal file, in order (a torn last line is ignored).
+
+    A line that is not an event is left out and described in `skipped` as
+    `events.jsonl:N: why`, one line each; without `skipped` it is a `ValueError`
+    with that line.  Only a regular file is read: a FIFO or a device is refused
+    from its `stat`, before an open could block.
+    """
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("not a regular file")
     events: list[Event] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            events.append(Event.from_line(line))
+    with open(path, "rb") as f:
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), start=1):
+            if not raw.endswith(b"\n") and len(raw) <= MAX_LINE:
+                break  # the torn last line of a job that is still writing, or was killed mid-write
+            event, why = _parse(raw, events)
+            if event is not None:
+                events.append(event)
+                continue
+            message = f"{path.name}:{number}: {why}"
+            if skipped is None:
+                raise ValueError(message)
+            skipped.append(message)
+            if not raw.endswith(b"\n"):  # the rest of an over-long line is not a line of its own
+                for rest in iter(lambda: f.readline(MAX_LINE + 1), b""):
+                    if rest.endswith(b"\n"):
+                        break
     return events
+
+
+def _parse(raw: bytes, events: list[Event]) -> tuple[Event | None, str]:
+    """The line as the next event, or None and why it is not one."""
+    if len(raw) > MAX_LINE:
+        return None, f"longer than {MAX_LINE} bytes, not an event"
+    try:
+        event = Event.from_line(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return None, f"not an event: {where + ': ' if where else ''}{first['msg'][:1].lower()}{first['msg'][1:]}"
+    if events and event.seq <= events[-1].seq:
+        return None, f"seq {event.seq} does not follow {events[-1].seq}"
+    return event, ""

@@ -19,7 +19,7 @@ from srtd.cli._main import cli
 from srtd.cli._submit import srtd_command
 from srtd.cluster import Cluster
 from srtd.engines import flags
-from srtd.errors import PlanError
+from srtd.errors import PlanError, RecipeError
 from srtd.launch import srun_nodelist
 from srtd.plan._render import sbatch_script
 from srtd.unit import Count, HttpProbe, LogProbe, TcpProbe, WorkerCountProbe
@@ -1053,10 +1053,10 @@ def test_sbatch_values_and_the_exec_line_are_shell_quoted() -> None:
 
 
 def test_a_newline_in_an_sbatch_value_is_a_plan_error() -> None:
+    # The job name names files too, so a newline in it is refused at load, with its line.
     head = HEAD.replace("name: t\n", 'name: "a\\nb"\n')
-    with pytest.raises(PlanError) as info:
-        sbatch_script(plan(SBATCH_BODY, head=head), ["r.yaml"])
-    assert str(info.value) == "#SBATCH --job-name must be one line, got 'a\\nb'"
+    with pytest.raises(RecipeError, match=r"^r.yaml:2:7 name: names a log file, so it may not hold"):
+        plan(SBATCH_BODY, head=head)
     body = SBATCH_BODY.replace('comment: "two words"', 'comment: "x\\n#SBATCH --uid=0"')
     with pytest.raises(PlanError) as info:
         sbatch_script(plan(body), ["r.yaml"])
@@ -1083,8 +1083,14 @@ def test_sbatch_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     bad.write_text(HEAD.replace("name: t\n", 'name: "a\\nb"\n') + SBATCH_BODY)
     result = CliRunner().invoke(cli, ["plan", str(bad), "--sbatch"])
     assert result.exit_code == 2
-    assert result.stderr == f"srtd: {bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"
-    # validate renders the wrapper too, so it refuses the same, at the same key
+    assert (
+        result.stderr
+        == f"srtd: {bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    )
+    # validate refuses the same, at the same key
     result = CliRunner().invoke(cli, ["validate", str(bad)])
     assert result.exit_code == 2
-    assert result.stderr == f"{bad}:2:1 name: #SBATCH --job-name must be one line, got 'a\\nb'\n"
+    assert (
+        result.stderr
+        == f"{bad}:2:7 name: names a log file, so it may not hold `/`, `..` or control characters, got 'a\\nb'\n"
+    )

@@ -571,7 +571,7 @@ def test_literal_secrets_in_ai_analysis() -> None:
 
 def test_gpus_per_node_zero() -> None:
     text = sub("  gpus_per_node: 8\n", "  gpus_per_node: 0\n")
-    assert problems(text) == [(8, 3, "resources.gpus_per_node", "must be at least 1, got 0")]
+    assert problems(text) == [(8, 3, "resources.gpus_per_node", "must be 1 to 1024, got 0")]
 
 
 # --------------------------------------------------------------------------- services (lines 17-19 are service `a`)

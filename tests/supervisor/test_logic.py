@@ -618,7 +618,7 @@ async def test_invalid_plans_are_refused_before_anything_starts(tmp_path: Path) 
 
 
 async def test_generated_files_are_written_before_any_launch(tmp_path: Path) -> None:
-    conf = tmp_path / "gen" / "nginx.conf"
+    conf = tmp_path / "logs" / "gen" / "nginx.conf"  # inside the log directory, as every file srtd writes
     plan = Plan(
         name="files", job_id="1", log_dir=str(tmp_path / "logs"), nodes={}, allocation=("n1",), phases=("p",),
         units=(fu("a"),), files={str(conf): "worker_processes 1;\n"},

@@ -1,0 +1,87 @@
+"""Running srtd on hostile input: in-process through click, or in a bounded subprocess."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import srtd.cli._commands
+from srtd.cli._main import cli
+
+# Exit codes a command may end with on any input (docs/exit-codes.md); 70 is a bug.
+DOCUMENTED = {0, 1, 2, 3, 4}
+MEMORY = 1 << 30  # RLIMIT_AS of a subprocess: 1 GiB, a recipe needs a few tens of MiB
+SECONDS = 20  # RLIMIT_CPU, and the wall-clock timeout beside it
+
+BASE = """\
+schema: 2
+name: t
+model:
+  path: /models/m
+  container: img.sqsh
+  precision: fp8
+resources:
+  gpus_per_node: 8
+engine: sglang
+roles:
+  agg:
+    nodes: 1
+    workers: 1
+    gpus: 8
+frontend:
+  type: sglang-router
+"""
+EXAMPLE_JOURNAL = Path(__file__).parent.parent / "attach" / "data" / "example.jsonl"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def srtd(*args: str, env: dict[str, str] | None = None) -> Result:
+    """One command in this process (fast: most property examples go this way)."""
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS))
+
+
+def bounded(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """One command in a subprocess with memory and CPU rlimits and a wall-clock timeout."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRTD_", "SLURM_"))}
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "srtd", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+        preexec_fn=_limits,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def one_line(stderr: str) -> str:
+    """The one error line; fails when there is a traceback or more than one line."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if "warning:" not in line]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def tree(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}

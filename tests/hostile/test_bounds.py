@@ -1,0 +1,91 @@
+"""The small pieces the hostile-input guarantees rest on, one by one."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from srtd.errors import (
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_LAUNCH,
+    LaunchError,
+    UsageError,
+    describe,
+    exit_code_for,
+    printable,
+    user_error,
+)
+from srtd.supervisor import read_journal
+from srtd.unit import unsafe_name, within
+from tests.hostile.helpers import EXAMPLE_JOURNAL
+
+
+@pytest.mark.parametrize(
+    ("path", "inside"),
+    [
+        ("logs/a.out", True),
+        ("logs/sub/a.out", True),
+        ("logs/../a.out", False),
+        ("logs/../../tmp/x", False),
+        ("logs", False),  # the directory itself is not a file in it
+        ("logsX/a.out", False),
+        ("/tmp/elsewhere", False),
+    ],
+)
+def test_within_is_lexical_containment(path: str, inside: bool) -> None:
+    assert within("logs", path) is inside
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a..b", "x\ny", "x\x7f", "../x"])
+def test_unsafe_names(name: str) -> None:
+    assert unsafe_name(name)
+
+
+@pytest.mark.parametrize("name", ["agg", "prefill_0", "job 42", "qwen3-0.6b", "a.b"])
+def test_safe_names(name: str) -> None:
+    assert not unsafe_name(name)
+
+
+def test_read_journal_strict_names_the_line_and_lenient_skips_it(tmp_path: Path) -> None:
+    lines = EXAMPLE_JOURNAL.read_text().splitlines(keepends=True)
+    lines.insert(1, "not json\n")
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(lines))
+    with pytest.raises(ValueError, match=r"^events.jsonl:2: not an event: "):
+        read_journal(path)
+    skipped: list[str] = []
+    events = read_journal(path, skipped)
+    assert len(events) == len(lines) - 1
+    assert len(skipped) == 1
+    assert skipped[0].startswith("events.jsonl:2: not an event: ")
+
+
+def test_an_over_long_journal_line_is_skipped_whole(tmp_path: Path) -> None:
+    lines = EXAMPLE_JOURNAL.read_text().splitlines(keepends=True)
+    lines.insert(1, "x" * (3 << 20) + "\n")
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(lines))
+    skipped: list[str] = []
+    assert len(read_journal(path, skipped)) == len(lines) - 1
+    assert skipped == ["events.jsonl:2: longer than 1048576 bytes, not an event"]
+
+
+def test_a_task_group_of_user_errors_is_reported_by_its_first() -> None:
+    group = ExceptionGroup("tasks", [UsageError("first"), LaunchError("second")])
+    assert user_error(group) is group.exceptions[0]
+    assert exit_code_for(group.exceptions[0]) == EXIT_INPUT
+    mixed = ExceptionGroup("tasks", [UsageError("x"), KeyError("bug")])
+    assert user_error(mixed) is None
+    assert exit_code_for(mixed) == EXIT_INTERNAL
+
+
+def test_an_os_error_is_one_line_and_exit_3() -> None:
+    err = OSError(errno.ENOSPC, "No space left on device", "/logs/a.out")
+    assert (describe(err), exit_code_for(err)) == ("/logs/a.out: No space left on device", EXIT_LAUNCH)
+
+
+def test_printable_keeps_one_line() -> None:
+    assert printable("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
