@@ -78,8 +78,9 @@ ROUTER_METRICS_PORT = 29000
 class PortAllocator:
     """Hands out ports per kind; one allocator per plan."""
 
-    def __init__(self, *, local: bool = False, bases: dict[str, int] | None = None) -> None:
+    def __init__(self, *, local: bool = False, bases: dict[str, int] | None = None, offset: int = 0) -> None:
         self.local = local
+        self.offset = offset  # the job's port offset, added to every base
         self._bases = dict(bases or {})
         self._next: dict[tuple[str, str | None], int] = {}
 
@@ -90,7 +91,7 @@ class PortAllocator:
         key = (kind.name, node if kind.per_node and not self.local else None)
         ordinal = self._next.get(key, 0)
         self._next[key] = ordinal + size
-        port = self._bases.get(kind.name, kind.base) + ordinal * kind.stride
+        port = self._bases.get(kind.name, kind.base) + self.offset + ordinal * kind.stride
         last = port + (size - 1) * kind.stride + kind.span - 1
         if last >= PORT_LIMIT:
             raise PlanError(f"port kind {kind.name} ran out of ports (next would be {last})")
