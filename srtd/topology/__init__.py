@@ -28,6 +28,7 @@ from srtd.topology._ports import (
     VLLM_SCAN,
     PortAllocator,
     PortKind,
+    job_port_offset,
 )
 from srtd.topology._processes import PortPlan, Process, processes_of
 
@@ -65,6 +66,7 @@ __all__ = [
     "Process",
     "carve",
     "expand",
+    "job_port_offset",
     "place_role",
     "processes_of",
     "slurm_nodes",
