@@ -117,3 +117,30 @@ def test_offset_past_the_last_port_is_a_plan_error() -> None:
 def test_negative_offset_is_refused() -> None:
     with pytest.raises(PlanError, match="port offset must be 0 or more"):
         plan(AGG, port_offset=-1)
+
+
+def _cli_plan(*args: str) -> dict[str, Any]:
+    from click.testing import CliRunner
+
+    import srtd.cli._commands  # noqa: F401  (registers the commands)
+    from srtd.cli._main import cli
+
+    result = CliRunner().invoke(cli, ["plan", str(ROOT / "recipes/local/demo.yaml"), "--json", *args])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_plan_shows_offset_0_unless_one_is_pinned(tmp_path: Path) -> None:
+    assert "port_offset" not in _cli_plan("--local")
+    pinned = _cli_plan("--local", "--port-offset", "20")
+    assert pinned["port_offset"] == 20
+    assert next(u for u in pinned["units"] if u["name"] == "frontend_0")["ports"] == {"http": 8020}
+    settings = tmp_path / "srtslurm.yaml"
+    settings.write_text("port_offset: auto\n")
+    auto = _cli_plan("--cluster-config", str(settings), "--job-id", "1234")
+    assert auto["port_offset"] == 340
+    assert (
+        _cli_plan("--cluster-config", str(settings), "--job-id", "1234", "--port-offset", "0").get("port_offset")
+        is None
+    )
