@@ -9,13 +9,14 @@ is full is dropped (its stream is closed), never waited for.
 
 A journal file that cannot be written (a full file system, a quota, an I/O error) never
 stops the job: the event is still numbered, folded and broadcast, `on_write_error` is
-told once, and every later `emit` tries to catch up: the file is cut back to its last
-whole line (a short write leaves no torn line) and the events it is missing are appended.
+told once, and every later `emit` tries to catch up, appending the events the file is
+missing; a short write is cut back at once, so the file only ever holds whole lines.
 What was written stays; what was not is in `events`, for the post-mortem.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -103,12 +104,12 @@ class Journal:
             return
         data = "".join(e.to_line() for e in self.events[-self._unwritten :]).encode()
         try:
-            if self.write_error is not None:
-                os.ftruncate(self._fd, self._good_size)  # drop a torn line of a short write
             done = 0
             while done < len(data):
                 done += os.write(self._fd, data[done:])
         except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._good_size)  # a short write leaves no torn line
             if self.write_error is None:
                 self.write_error = f"{self.path}: {err.strerror or err}"
                 if self.on_write_error is not None:
