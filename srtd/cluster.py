@@ -97,6 +97,10 @@ class Cluster(BaseSettings):
     """Nodes share one host's ports (several Slurm nodes on one machine): no two listeners
     of the job get the same port.  srtd run also turns it on when two nodes of the
     allocation resolve to one host."""
+    port_offset: Annotated[int, Field(ge=0)] | Literal["auto"] | None = None
+    """Added to every port srtd chooses (docs/topology.md).  A number pins it; `auto` derives
+    it from the Slurm job id, `(id % 100) * 10`, for clusters whose jobs share nodes.  Unset:
+    0 on Slurm; a local `srtd run` takes the first free block of ports."""
     early_warning_seconds: Annotated[int, Field(ge=1, le=65535)] | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None

@@ -38,6 +38,8 @@ class PlanContext:
     addresses: dict[str, str] = field(default_factory=dict)
     shared_ports: bool = False  # every node's listeners share one port space (local, or nodes on one host)
     ports: PortAllocator = field(default_factory=PortAllocator)
+    # added to every port srtd chooses (not to ports the recipe writes): two jobs on one host
+    port_offset: int = 0
     endpoints: dict[str, list[Endpoint]] = field(default_factory=dict)
     processes: dict[str, list[Process]] = field(default_factory=dict)
     discovery: dict[str, str] = field(default_factory=dict)  # ETCD_ENDPOINTS, NATS_SERVER, MOONCAKE_MASTER
@@ -79,6 +81,10 @@ class PlanContext:
                 index.setdefault(p.endpoint, []).append(p)
             cached = self._process_index[endpoint.role] = (procs, len(procs), index)
         return list(cached[2].get(endpoint, ()))
+
+    def port(self, default: int) -> int:
+        """One of srtd's well-known ports (the frontend's 8000, etcd's 2379, ...) for this job."""
+        return default + self.port_offset
 
     # ------------------------------------------------------------------ containers
 

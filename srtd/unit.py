@@ -340,6 +340,8 @@ class Plan(_Frozen):
     # shown by `srtd plan` / saved by `srtd run`); left out of the JSON while empty.
     srun_lines: dict[str, str] = Field(default_factory=dict)
     reporting: StatusReporting | None = None  # None: no status reporting (and no key in the JSON)
+    # added to every port srtd chose (docs/topology.md); left out of the JSON while 0
+    port_offset: int = 0
 
     @model_serializer(mode="wrap")
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -349,6 +351,8 @@ class Plan(_Frozen):
             data.pop("srun_lines", None)
         if data.get("reporting", "") is None:
             del data["reporting"]
+        if not data.get("port_offset"):
+            data.pop("port_offset", None)
         return data
 
     def outside_log_dir(self) -> list[str]:

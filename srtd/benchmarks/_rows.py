@@ -14,6 +14,7 @@ from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
+from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import Srun, Unit, UnitKind
 
 SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
@@ -72,7 +73,7 @@ class Toy(Benchmark):
 
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         bench = ctx.recipe.benchmark
-        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
+        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or ctx.port(FRONTEND_PUBLIC_PORT)}"
         argv = ["srtd-toy-bench", "--url", url, "--model", served_name(ctx) or "toy"]
         argv += ["--requests", str(_or(bench.num_requests, 20)), "--concurrency", str(_or(bench.concurrency, 4))]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
@@ -89,7 +90,7 @@ class AIPerf(Benchmark):
 
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         bench = ctx.recipe.benchmark
-        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or 8000}"
+        url = f"http://{ctx.address(target.node or ctx.nodes.head)}:{target.port or ctx.port(FRONTEND_PUBLIC_PORT)}"
         argv = ["srtd-aiperf", "--aiperf", ctx.cluster.binaries.get("aiperf", "aiperf"), "--url", url]
         argv += ["--model", served_name(ctx) or "model", "--tokenizer", ctx.model_path]
         argv += ["--isl", str(bench.isl or 64), "--osl", str(bench.osl or 32)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from srtd.benchmarks._rows import BenchmarkTarget, Script, register_benchmark, served_name
 from srtd.context import PlanContext
+from srtd.topology import FRONTEND_PUBLIC_PORT
 
 
 def _text(value: object, default: str = "") -> str:
@@ -25,7 +26,7 @@ class SaBench(Script):
     def args(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         bench = ctx.recipe.benchmark
         # The client runs beside the frontend (srt-slurm always sends to localhost).
-        endpoint = f"http://localhost:{target.port or 8000}"
+        endpoint = f"http://localhost:{target.port or ctx.port(FRONTEND_PUBLIC_PORT)}"
         gpus = {role: sum(e.gpu_count for e in ctx.endpoints.get(role, [])) for role in ("prefill", "decode")}
         disaggregated = ctx.recipe.disaggregated
         if disaggregated:

@@ -30,6 +30,11 @@ def plan_options(func: F) -> F:
         click.option("--local", is_flag=True, help="Plan for this machine: every node is here, one port space."),
         click.option("--job-id", help="Job id used in paths (default: $SLURM_JOB_ID, or 'local')."),
         click.option("--log-dir", help="Log directory (default: the recipe's output.log_dir, or outputs/<job>/logs)."),
+        click.option(
+            "--port-offset",
+            type=click.IntRange(min=0),
+            help="Add N to every port srtd chooses (default: cluster port_offset; a local run takes a free block).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -45,6 +50,7 @@ class Inputs:
     job_id: str
     local: bool
     log_dir: str | None
+    port_offset: int | None  # None: not pinned (a local run picks a free block; a plan shows 0)
 
 
 def check_job_id(job: str, source: str) -> None:
@@ -64,11 +70,12 @@ def read_inputs(
     local: bool,
     job_id: str | None,
     log_dir: str | None,
+    port_offset: int | None = None,
     default_job_id: str = "local",
 ) -> Inputs:
     from srtd.cluster import load_cluster
     from srtd.recipe import load_recipes
-    from srtd.topology import expand, slurm_nodes
+    from srtd.topology import expand, job_port_offset, slurm_nodes
 
     cluster, cluster_file = load_cluster(cluster_config)
     recipes = load_recipes(recipe, variant=variant)
@@ -77,4 +84,5 @@ def read_inputs(
         raise UsageError("--local plans for this machine; --nodes does not apply")
     job = job_id or os.environ.get("SLURM_JOB_ID") or default_job_id
     check_job_id(job, "--job-id" if job_id else "$SLURM_JOB_ID")
-    return Inputs(recipes, cluster, cluster_file, nodes, job, local, log_dir)
+    offset = job_port_offset(port_offset, cluster.port_offset, job)
+    return Inputs(recipes, cluster, cluster_file, nodes, job, local, log_dir, offset)

@@ -28,6 +28,7 @@ def plan(
     local: bool,
     job_id: str | None,
     log_dir: str | None,
+    port_offset: int | None,
     as_json: bool,
     graph: str | None,
     as_sbatch: bool,
@@ -51,6 +52,7 @@ def plan(
         local=local,
         job_id=job_id,
         log_dir=log_dir,
+        port_offset=port_offset,
     )
     if len(inputs.recipes) > 1 and not every:
         names = ", ".join(r.variant or "?" for r in inputs.recipes)
@@ -65,6 +67,7 @@ def plan(
             job_id=inputs.job_id,
             local=inputs.local,
             log_dir=inputs.log_dir,
+            port_offset=inputs.port_offset or 0,
         )
         for loaded in inputs.recipes
     ]

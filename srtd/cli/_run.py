@@ -14,6 +14,7 @@ from srtd.cli._verdict import located_plan
 from srtd.errors import LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
+    from srtd.launch import PortClaim
     from srtd.unit import Plan
 
 
@@ -69,9 +70,14 @@ def _plan_recipe(
     local: bool,
     job_id: str | None,
     log_dir: str | None,
-) -> Plan:
-    """The plan of one recipe for this machine, or for the allocation srtd runs in."""
-    from srtd.launch import slurm_addresses
+    port_offset: int | None,
+) -> tuple[Plan, PortClaim | None]:
+    """The plan of one recipe for this machine, or for the allocation srtd runs in.
+
+    A local run without a pinned offset takes the first free block of ports, and the
+    claim that keeps other local jobs off it while this one runs.
+    """
+    from srtd.launch import claim_port_block, slurm_addresses
 
     inputs = read_inputs(
         recipe,
@@ -81,6 +87,7 @@ def _plan_recipe(
         local=local,
         job_id=job_id,
         log_dir=log_dir,
+        port_offset=port_offset,
         default_job_id=_local_job_id(),
     )
     if len(inputs.recipes) > 1:
@@ -94,7 +101,7 @@ def _plan_recipe(
         # Looked up once per job: every {node_ip}, probe target and endpoint uses these.
         addresses, shared = slurm_addresses(inputs.nodes)
 
-    def build(where: str | None) -> Plan:
+    def build(where: str | None, offset: int) -> Plan:
         return located_plan(
             inputs.recipes[0],
             inputs.cluster,
@@ -104,10 +111,14 @@ def _plan_recipe(
             log_dir=where,
             addresses=addresses,
             shared_ports=shared,
+            port_offset=offset,
         )
 
     # Resolve the log dir first so every path in the plan is absolute.
-    return build(str(Path(build(log_dir).log_dir).resolve()))
+    where = str(Path(build(log_dir, 0).log_dir).resolve())
+    if local and inputs.port_offset is None:
+        return claim_port_block(lambda offset: build(where, offset))
+    return build(where, inputs.port_offset or 0), None
 
 
 @cli.command()
@@ -122,6 +133,7 @@ def run(
     local: bool,
     job_id: str | None,
     log_dir: str | None,
+    port_offset: int | None,
     as_json: bool,
 ) -> None:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
@@ -141,6 +153,7 @@ def run(
         raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
     slurm_job = os.environ.get("SLURM_JOB_ID") or None
     local = local or slurm_job is None
+    claim = None
     if recipe.suffix == ".json":
         plan = _load_plan_file(recipe)
         if plan.local and not local:
@@ -148,7 +161,9 @@ def run(
         if local and not plan.local:
             raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
     else:
-        plan = _plan_recipe(recipe, variant, cluster_config, local, job_id, log_dir)
+        plan, claim = _plan_recipe(recipe, variant, cluster_config, local, job_id, log_dir, port_offset)
+        if claim is not None and plan.port_offset:
+            click.echo(f"srtd: ports offset by {plan.port_offset}: another job holds the ones below", err=True)
     if not local:
         from srtd.launch import with_srun_lines
 
@@ -159,7 +174,11 @@ def run(
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
     services = [serve, status_service()]
     if local:
-        code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
+        try:
+            code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
+        finally:
+            if claim is not None:
+                claim.release()
     else:
         assert slurm_job is not None
         addresses = plan.addresses

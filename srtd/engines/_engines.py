@@ -272,7 +272,7 @@ class VLLM(Engine):
         if connector == "moriio":
             return json.dumps(self._moriio(ctx, role, proc, mode))
         if connector == "lmcache-mp":
-            lmcache = {**_LMCACHE_MP, "kv_connector_extra_config": _lmcache_mp_endpoint()}
+            lmcache = {**_LMCACHE_MP, "kv_connector_extra_config": _lmcache_mp_endpoint(ctx)}
             if mode.disaggregated:
                 # KV moves prefill -> decode over NIXL; LMCache keeps the prefix cache.
                 both = {"connectors": [_VLLM_CONNECTORS["nixl"], lmcache]}
@@ -293,7 +293,7 @@ class VLLM(Engine):
             "kv_role": {"prefill": "kv_producer", "decode": "kv_consumer"}.get(role, "kv_both"),
             "kv_connector_extra_config": {
                 "proxy_ip": ctx.address(ctx.nodes.head),
-                "proxy_ping_port": str(MORIIO_DISCOVERY_PORT),
+                "proxy_ping_port": str(ctx.port(MORIIO_DISCOVERY_PORT)),
                 "http_port": str(http),
                 "host_ip": ctx.address(proc.node),
                 "handshake_port": str(need_port(proc, MORIIO_HANDSHAKE)),
@@ -384,8 +384,8 @@ def _replace_value(argv: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
-def _lmcache_mp_endpoint() -> dict[str, Any]:
-    return {"lmcache.mp.host": "tcp://localhost", "lmcache.mp.port": LMCACHE_RPC_PORT}
+def _lmcache_mp_endpoint(ctx: PlanContext) -> dict[str, Any]:
+    return {"lmcache.mp.host": "tcp://localhost", "lmcache.mp.port": ctx.port(LMCACHE_RPC_PORT)}
 
 
 def _drop_flag(argv: list[str], flag: str) -> list[str]:

@@ -87,17 +87,18 @@ class Frontend(Row):
         fe = ctx.recipe.frontend
         head = self.home(ctx)
         total = fe.num_additional_frontends + 1 if fe.enable_multiple_frontends else 1
+        public = ctx.port(FRONTEND_PUBLIC_PORT)
         if total == 1:
-            return Layout(None, (head,), (FRONTEND_PUBLIC_PORT,), FRONTEND_PUBLIC_PORT)
+            return Layout(None, (head,), (public,), public)
         pool = [n for n in ctx.nodes.workers if n != head] or [head]
         nodes = tuple(pool[i % len(pool)] for i in range(total))
         per_node: dict[str, int] = {}
         ports = []
         for node in nodes:
             key = "" if ctx.local else node
-            ports.append(FRONTEND_INTERNAL_PORT + per_node.get(key, 0))
+            ports.append(ctx.port(FRONTEND_INTERNAL_PORT) + per_node.get(key, 0))
             per_node[key] = per_node.get(key, 0) + 1
-        return Layout(head, nodes, tuple(ports), FRONTEND_PUBLIC_PORT)
+        return Layout(head, nodes, tuple(ports), public)
 
     def home(self, ctx: PlanContext) -> str:
         """The node of the (first) frontend: head, or the first decode worker's leader."""

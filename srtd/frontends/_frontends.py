@@ -30,8 +30,10 @@ from srtd.frontends._base import (
     worker_url,
 )
 from srtd.recipe import Recipe
-from srtd.topology import BOOTSTRAP, NIXL, Process
+from srtd.topology import BOOTSTRAP, FRONTEND_PUBLIC_PORT, NIXL, ROUTER_METRICS_PORT, Process
 from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
+
+METRICS_PORT = "{metrics_port}"  # in `metrics_flags`: the router's metrics port of this job
 
 
 def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Unit:
@@ -172,7 +174,9 @@ class _StaticRouter(_Replicated):
             urls = [self.url(ctx, p) for p in leaders(ctx, "agg")]
             if urls:
                 argv += [self.worker_flag, *urls]
-        return argv + list(self.metrics_flags) + self.own_flags(ctx) + self.args(ctx)
+        metrics = str(ctx.port(ROUTER_METRICS_PORT))
+        flags = [metrics if flag == METRICS_PORT else flag for flag in self.metrics_flags]
+        return argv + flags + self.own_flags(ctx) + self.args(ctx)
 
     def url(self, ctx: PlanContext, proc: Process) -> str:
         return worker_url(ctx, proc).replace("http://", f"{self.url_scheme}://", 1)
@@ -206,7 +210,7 @@ class SGLangRouter(_StaticRouter):
     description = "the SGLang model gateway in front of SGLang servers"
     engines = frozenset({"sglang"})
     executable = ("python3", "-m", "sglang_router.launch_router")
-    metrics_flags = ("--prometheus-port", "29000", "--prometheus-host", "0.0.0.0")
+    metrics_flags = ("--prometheus-port", METRICS_PORT, "--prometheus-host", "0.0.0.0")
 
 
 @register_frontend("sgl-router")
@@ -235,7 +239,7 @@ class SGLangModelGateway(_StaticRouter):
     description = "the SGLang model gateway binary (`smg`); command line not verified on hardware"
     engines = frozenset({"sglang", "vllm", "tokenspeed"})
     executable = ("smg", "launch")
-    metrics_flags = ("--prometheus-port", "29000")
+    metrics_flags = ("--prometheus-port", METRICS_PORT)
 
 
 @register_frontend("vllm-router")
@@ -252,7 +256,12 @@ class VLLMRouter(_StaticRouter):
     def pd_workers(self, ctx: PlanContext) -> list[str]:
         if any(kv_connector(ctx.recipe, role) == "moriio" for role in ("prefill", "decode")):
             # MoRIIO workers announce themselves to the router's discovery listener
-            return ["--kv-connector", "moriio", "--vllm-discovery-address", f"0.0.0.0:{MORIIO_DISCOVERY_PORT}"]
+            return [
+                "--kv-connector",
+                "moriio",
+                "--vllm-discovery-address",
+                f"0.0.0.0:{ctx.port(MORIIO_DISCOVERY_PORT)}",
+            ]
         return super().pd_workers(ctx)
 
     def own_flags(self, ctx: PlanContext) -> list[str]:
@@ -337,8 +346,9 @@ class _Direct(Frontend):
         if count != 1:
             raise PlanError(Problem(self._several(count), path="roles.agg.workers"))
         leader = next(u for u in workers if u.readiness is not None or u.ports.get("http"))
-        gate = self.gate_readiness(ctx, self.gate_probe(leader.node, 8000))
-        return FrontendPlan((), leader.name, leader.node, 8000, gate)
+        public = ctx.port(FRONTEND_PUBLIC_PORT)
+        gate = self.gate_readiness(ctx, self.gate_probe(leader.node, public))
+        return FrontendPlan((), leader.name, leader.node, public, gate)
 
 
 @register_frontend("sglang")
@@ -372,9 +382,10 @@ class TRTLLMServe(Frontend):
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         if not ctx.recipe.disaggregated:
             leader = next(u for u in workers if u.readiness is not None)
-            return FrontendPlan((), leader.name, leader.node, 8000)
+            return FrontendPlan((), leader.name, leader.node, ctx.port(FRONTEND_PUBLIC_PORT))
         fe = ctx.recipe.frontend
-        lines = ["hostname: 0.0.0.0", "port: 8000", "backend: pytorch"]
+        public = ctx.port(FRONTEND_PUBLIC_PORT)
+        lines = ["hostname: 0.0.0.0", f"port: {public}", "backend: pytorch"]
         for role, section in (("prefill", "context_servers"), ("decode", "generation_servers")):
             urls = [f"{ctx.address(p.node)}:{p.ports['http']}" for p in leaders(ctx, role)]
             lines += [f"{section}:", f"  num_instances: {len(urls)}", "  urls:"]
@@ -384,18 +395,18 @@ class TRTLLMServe(Frontend):
         ctx.files[posixpath.join(ctx.log_dir, "trtllm_serve.yaml")] = "\n".join(lines) + "\n"
         node = self.home(ctx)
         argv = ["trtllm-serve", "disaggregated", "--config", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
-        ready = self.gate_readiness(ctx, HttpProbe(node=node, port=8000, path="/health"))
+        ready = self.gate_readiness(ctx, HttpProbe(node=node, port=public, path="/health"))
         unit = self.unit(
             ctx,
             "trtllm_serve_orchestrator",
             node,
             argv,
-            ports={"http": 8000},
+            ports={"http": public},
             readiness=ready,
             srun=Srun(mpi="pmix"),
             log=f"{node}_trtllm_serve_orchestrator",
         )
-        return FrontendPlan((unit,), unit.name, node, 8000)
+        return FrontendPlan((unit,), unit.name, node, public)
 
 
 @register_frontend("none")

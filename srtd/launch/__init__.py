@@ -17,6 +17,7 @@ from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, wi
 if TYPE_CHECKING:
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
     from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
+    from srtd.launch._portblock import PORT_OFFSET_STEP, PortClaim, claim_port_block
     from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
 
 # The launchers themselves load on first use: `srtd plan` renders srun lines and needs
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(("FakeHandle", "FakeLauncher", "FakeRun", "FakeSignal", "FakeStart"), "_fake"),
     **dict.fromkeys(("LOCAL_ADDRESS", "LocalHandle", "LocalLauncher", "unit_argv", "unit_env"), "_local"),
+    **dict.fromkeys(("PORT_OFFSET_STEP", "PortClaim", "claim_port_block"), "_portblock"),
     **dict.fromkeys(("SlurmHandle", "SlurmLauncher", "list_steps", "slurm_addresses"), "_slurm"),
 }
 
@@ -39,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "LOCAL_ADDRESS",
+    "PORT_OFFSET_STEP",
     "ExitStatus",
     "FakeHandle",
     "FakeLauncher",
@@ -49,9 +52,11 @@ __all__ = [
     "Launcher",
     "LocalHandle",
     "LocalLauncher",
+    "PortClaim",
     "SlurmHandle",
     "SlurmLauncher",
     "StopCause",
+    "claim_port_block",
     "list_steps",
     "signal_name",
     "slurm_addresses",

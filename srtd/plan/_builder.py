@@ -6,7 +6,7 @@ import itertools
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from srtd._yaml import dotted, walk
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
@@ -28,6 +28,7 @@ from srtd.services import (
     service_units,
 )
 from srtd.topology import (
+    PORT_LIMIT,
     ROLE_ORDER,
     Cursor,
     NodeMap,
@@ -120,9 +121,15 @@ def build_plan(
     log_dir: str | None = None,
     addresses: dict[str, str] | None = None,
     shared_ports: bool = False,
+    port_offset: int = 0,
 ) -> Plan:
-    """Every unit of the job, offline.  Same inputs, same plan, same JSON bytes."""
+    """Every unit of the job, offline.  Same inputs, same plan, same JSON bytes.
+
+    `port_offset` moves every port srtd chooses by that much (two jobs on one host).
+    """
     cluster = cluster or Cluster()
+    if port_offset < 0:
+        raise PlanError(f"the port offset must be 0 or more, got {port_offset}")
     one_port_space = local or shared_ports or cluster.shared_port_space
     loaded = source if isinstance(source, LoadedRecipe) else None
     recipe = source.recipe if isinstance(source, LoadedRecipe) else source
@@ -151,10 +158,15 @@ def build_plan(
         gpus_per_node=gpn,
         addresses=dict(addresses or {}),
         shared_ports=one_port_space,
-        ports=PortAllocator(local=one_port_space, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}),
+        ports=PortAllocator(
+            local=one_port_space, bases={"sidecar_grpc": recipe.dynamo.sidecar_port}, offset=port_offset
+        ),
+        port_offset=port_offset,
     )
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
     mode = mode or WorkerMode("direct", recipe.disaggregated)
+    if mode.public_port is not None:
+        mode = replace(mode, public_port=ctx.port(mode.public_port))
     _place_workers(ctx, rows, mode)
     kept = _skip_unrunnable(ctx, services)
     _check_after(recipe, kept, services)
@@ -199,6 +211,7 @@ def build_plan(
         files=dict(sorted(ctx.files.items())),
         warnings=tuple(ctx.warnings),
         reporting=reporting,
+        port_offset=port_offset,
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)
@@ -322,7 +335,7 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
         if eff.external is None:
             on_nodes = ctx.node_services.setdefault(eff.kind.name, {})
             for inst in instances(ctx, eff):
-                on_nodes.setdefault(inst.node, eff.kind.ports(eff.config))
+                on_nodes.setdefault(inst.node, eff.kind.ports(eff.config, ctx.port_offset))
         var = eff.kind.discovery_var
         if var is None:
             continue
@@ -333,11 +346,11 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
         if not insts:
             continue
         address = ctx.address(insts[0].node)
-        value = eff.kind.discovery_value(address, eff.config)
+        value = eff.kind.discovery_value(address, eff.config, ctx.port_offset)
         if value is not None:
             ctx.discovery[var] = value
         if var == "MOONCAKE_MASTER":
-            port = eff.kind.ports(eff.config).get("metadata", 8701)
+            port = eff.kind.ports(eff.config, ctx.port_offset).get("metadata", ctx.port(8701))
             ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
             store = eff.config.options.get("store_config")
             ctx.mooncake_store = dict(store) if isinstance(store, dict) else {}
@@ -355,7 +368,9 @@ def _advertise_absent_planes(ctx: PlanContext) -> None:
         if kind is None or name in switched_off or not kind.advertised_without_service:
             continue
         if kind.discovery_var and kind.discovery_var not in ctx.discovery:
-            value = kind.discovery_value(ctx.address(ctx.nodes.infra), ServiceConfig(name=name, type=name))
+            value = kind.discovery_value(
+                ctx.address(ctx.nodes.infra), ServiceConfig(name=name, type=name), ctx.port_offset
+            )
             if value is not None:
                 ctx.discovery[kind.discovery_var] = value
 
@@ -453,6 +468,8 @@ def _port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[E
     problems = []
     for unit in units:
         for port in dict.fromkeys(unit.ports.values()):
+            if port >= PORT_LIMIT:
+                problems.append(Problem(f"{unit.name}: port {port} is past 65535 (port offset {ctx.port_offset})"))
             key = ("" if ctx.shared_ports else unit.node, port)
             other = owners.get(key)
             if other is not None and other.name != unit.name:

@@ -8,6 +8,7 @@ import shlex
 from srtd.context import PlanContext
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
+from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import HttpProbe, LogProbe, Readiness
 
 INFRA_PLACEMENTS = frozenset({"head", "infra", "dedicated"})
@@ -60,7 +61,7 @@ class Etcd(_DiscoveryPlane):
         if svc.command:
             return list(svc.command)
         ip = ctx.address(inst.node)
-        ports = self.ports(svc)
+        ports = self.ports(svc, ctx.port_offset)
         listen = "127.0.0.1" if ctx.local else "0.0.0.0"
         return [
             self.binary(ctx, "/configs/etcd" if ctx.containerized else "etcd"),
@@ -86,7 +87,7 @@ class Nats(_DiscoveryPlane):
             return list(svc.command)
         argv = [self.binary(ctx, "/configs/nats-server" if ctx.containerized else "nats-server")]
         argv += ["-js", "-sd", self.data_dir(ctx, svc)]
-        port = self.ports(svc)["client"]
+        port = self.ports(svc, ctx.port_offset)["client"]
         if port != self.fixed_ports["client"]:
             argv += ["-p", str(port)]  # NATS listens on 4222 unless told otherwise
         if ctx.local:
@@ -131,7 +132,7 @@ class MooncakeMaster(ServiceKind):
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if svc.command:
             return list(svc.command)
-        p = self.ports(svc)
+        p = self.ports(svc, ctx.port_offset)
         return [
             "mooncake_master",
             f"--port={p['rpc']}",
@@ -162,7 +163,7 @@ class MooncakeStore(ServiceKind):
     def forced_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
         master = ctx.discovery.get("MOONCAKE_MASTER", "")
         host = master.rsplit(":", 1)[0] if master else ""
-        metadata = ctx.discovery.get("MOONCAKE_METADATA", f"http://{host}:8701/metadata")
+        metadata = ctx.discovery.get("MOONCAKE_METADATA", f"http://{host}:{ctx.port(8701)}/metadata")
         return {"MOONCAKE_MASTER": master, "MOONCAKE_TE_META_DATA_SERVER": metadata}
 
 
@@ -177,12 +178,14 @@ class LMCacheServer(ServiceKind):
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if svc.command:
             return list(svc.command)
-        p = self.ports(svc)
+        p = self.ports(svc, ctx.port_offset)
         argv = ["lmcache", "server", "--host", "0.0.0.0", "--port", str(p["rpc"])]
         return [*argv, "--http-host", "0.0.0.0", "--http-port", str(p["http"])]
 
     def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
-        return Readiness(probe=HttpProbe(node=inst.node, port=self.ports(svc)["http"], path="/healthcheck"))
+        return Readiness(
+            probe=HttpProbe(node=inst.node, port=self.ports(svc, ctx.port_offset)["http"], path="/healthcheck")
+        )
 
 
 class _Exporter(ServiceKind):
@@ -202,7 +205,12 @@ class DcgmExporter(_Exporter):
         if svc.command:
             return list(svc.command)
         interval = svc.options.get("collect_interval_ms", ctx.recipe.observability.tachometer.collect_interval_ms)
-        return ["dcgm-exporter", f"--collect-interval={interval}", "--address", f":{self.ports(svc)['metrics']}"]
+        return [
+            "dcgm-exporter",
+            f"--collect-interval={interval}",
+            "--address",
+            f":{self.ports(svc, ctx.port_offset)['metrics']}",
+        ]
 
 
 @register_service("node-exporter")
@@ -217,7 +225,7 @@ class NodeExporter(_Exporter):
         collectors = ("cpu", "infiniband", "meminfo", "processes", "stat", "vmstat", "pressure", "meminfo_numa")
         return [
             "/bin/node_exporter",
-            f"--web.listen-address=:{self.ports(svc)['metrics']}",
+            f"--web.listen-address=:{self.ports(svc, ctx.port_offset)['metrics']}",
             "--collector.disable-defaults",
             *(f"--collector.{c}" for c in collectors),
             # memory-pressure counters only: the full vmstat set is hundreds of series per node
@@ -268,7 +276,7 @@ def _scrape_config(ctx: PlanContext) -> str:
     lines = [f"interval_ms = {int(cfg.collect_interval_ms)}", ""]
     targets: list[tuple[str, str, str]] = []
     for node in ctx.nodes.everything:
-        for name, port in (("dcgm", 9401), ("node", 9101), ("process", 9256)):
+        for name, port in (("dcgm", ctx.port(9401)), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
             targets.append((f"{name}-{node}", node, f"http://{ctx.address(node)}:{port}/metrics"))
     for proc in ctx.all_processes:
         metrics = proc.ports.get("sys", proc.ports.get("http"))
@@ -304,7 +312,7 @@ class ProcessExporter(_Exporter):
             str(binary),
             "-config.path",
             config,
-            f"-web.listen-address=:{self.ports(svc)['metrics']}",
+            f"-web.listen-address=:{self.ports(svc, ctx.port_offset)['metrics']}",
             "-threads=true",
             "-children=false",
             "-recheck=false",
@@ -326,16 +334,16 @@ class Ray(ServiceKind):
     option_keys = frozenset({"port", "dashboard_port", "num_gpus"})
     fixed_ports = {"gcs": 6379, "dashboard": 8265}
 
-    def ports(self, svc: ServiceConfig) -> dict[str, int]:
+    def ports(self, svc: ServiceConfig, offset: int) -> dict[str, int]:
         return {
-            "gcs": int(svc.options.get("port", 6379)),
-            "dashboard": int(svc.options.get("dashboard_port", 8265)),
+            "gcs": int(svc.options.get("port", 6379 + offset)),
+            "dashboard": int(svc.options.get("dashboard_port", 8265 + offset)),
         }
 
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if svc.command:
             return list(svc.command)
-        p = self.ports(svc)
+        p = self.ports(svc, ctx.port_offset)
         gpus = str(svc.options.get("num_gpus", ctx.gpus_per_node))
         if inst.index == 0:
             ip = ctx.address(inst.node)
@@ -377,7 +385,9 @@ class Ray(ServiceKind):
 
     def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
         if inst.index == 0:
-            return Readiness(probe=HttpProbe(node=inst.node, port=self.ports(svc)["dashboard"], path="/api/version"))
+            return Readiness(
+                probe=HttpProbe(node=inst.node, port=self.ports(svc, ctx.port_offset)["dashboard"], path="/api/version")
+            )
         return Readiness(probe=LogProbe(pattern="Ray runtime started"))
 
 
@@ -416,8 +426,10 @@ def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], 
         "head_ip": ctx.address(nodes.head),
         "infra_node": nodes.infra,
         "infra_ip": ctx.address(nodes.infra),
-        "master_port": 8700,
-        "metadata_port": 8701,
+        "master_port": ctx.port(8700),
+        "metadata_port": ctx.port(8701),
+        "frontend_port": ctx.port(FRONTEND_PUBLIC_PORT),
+        "port_offset": ctx.port_offset,
         "gpus_per_node": ctx.gpus_per_node,
         "pool_node": pool[0] if pool else inst.node,
         "pool_ip": ctx.address(pool[0] if pool else inst.node),

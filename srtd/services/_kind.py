@@ -63,9 +63,10 @@ class ServiceKind(Row):
 
     # ------------------------------------------------------------------ answers
 
-    def ports(self, svc: ServiceConfig) -> dict[str, int]:
-        """Every port one instance listens on, with `options` applied."""
-        ports = dict(self.fixed_ports)
+    def ports(self, svc: ServiceConfig, offset: int) -> dict[str, int]:
+        """Every port one instance listens on: the kind's own moved by the job's port offset,
+        a port the recipe writes in `options` as written."""
+        ports = {name: port + offset for name, port in self.fixed_ports.items()}
         port = svc.options.get("port")
         if isinstance(port, int) and ports:
             ports[next(iter(ports))] = port
@@ -88,7 +89,7 @@ class ServiceKind(Row):
         """The default probe when the recipe writes none."""
         from srtd.unit import TcpProbe
 
-        ports = self.ports(svc)
+        ports = self.ports(svc, ctx.port_offset)
         names = [n for n in self.readiness_ports if n in ports]
         if not names:
             return None
@@ -98,10 +99,10 @@ class ServiceKind(Row):
             interval_seconds=2,
         )
 
-    def discovery_value(self, address: str, svc: ServiceConfig) -> str | None:
+    def discovery_value(self, address: str, svc: ServiceConfig, offset: int) -> str | None:
         if self.discovery_var is None:
             return None
-        ports = self.ports(svc)
+        ports = self.ports(svc, offset)
         port = next(iter(ports.values()), 0)
         return self.discovery_format.format(address=address, port=port)
 

@@ -132,9 +132,9 @@ def liveness_of(
     return Liveness(probe=probe, **spec.timings())
 
 
-def service_ports(eff: EffectiveService) -> dict[str, int]:
+def service_ports(eff: EffectiveService, offset: int) -> dict[str, int]:
     """Every port one instance listens on: the kind's, plus the port its readiness names."""
-    ports = eff.kind.ports(eff.config)
+    ports = eff.kind.ports(eff.config, offset)
     spec = eff.config.readiness
     if spec is not None:
         port = spec.port or (spec.tcp.port if spec.tcp else None) or (spec.http.port if spec.http else None)
@@ -207,7 +207,7 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
                     export_env=env if not kind.shell else {},
                 ),
                 log=ctx.log(inst.unit_name),
-                ports=service_ports(eff),
+                ports=service_ports(eff, ctx.port_offset),
                 after=source_edge,
                 readiness=readiness,
                 liveness=liveness_of(

@@ -341,6 +341,8 @@ class Job:
         except OSError as e:
             raise LaunchError(f"cannot write the log directory {self.log_dir}: {e}") from e
         write_files(self.plan)
+        self.journal.on_write_error = self._journal_unwritable
+        self.journal.on_write_resumed = self._journal_writable
         self.journal.listen(self._on_event)
         for listener in self._listeners:
             self.journal.listen(listener)
@@ -513,6 +515,13 @@ class Job:
         log = self.runners[culprit].log_path if culprit in self.runners else None
         view = self.journal.view
         self.console.failure(culprit_block(reason=end.reason, culprit=culprit, view=view, fatal_line=fatal, log=log))
+
+    def _journal_unwritable(self, why: str) -> None:
+        # said once; the job goes on deciding, the events stay in memory until the file takes them
+        self.console.failure(f"srtd: cannot write {why}; the journal is kept in memory until it can be written")
+
+    def _journal_writable(self, caught_up: int) -> None:
+        self.console.failure(f"srtd: {JOURNAL_NAME} is written again ({caught_up} events caught up)")
 
     def _root(self, culprit: str | None) -> str | None:
         """A unit that never started because a dependency failed points at that dependency."""

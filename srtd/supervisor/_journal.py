@@ -6,16 +6,23 @@ folded view, appends the JSON line to `<log_dir>/events.jsonl` and flushes it, f
 the event into `view`, calls the in-process listeners (the job's change notifier, the
 console) and offers the event to every subscriber stream.  A subscriber whose buffer
 is full is dropped (its stream is closed), never waited for.
+
+A journal file that cannot be written (a full file system, a quota, an I/O error) never
+stops the job: the event is still numbered, folded and broadcast, `on_write_error` is
+told once, and every later `emit` tries to catch up, appending the events the file is
+missing; a short write is cut back at once, so the file only ever holds whole lines.
+What was written stays; what was not is in `events`, for the post-mortem.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -32,13 +39,18 @@ class Journal:
         self.view = JobView.fold([], list(unit_names))
         self.events: list[Event] = []
         self._seq = 0
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
+        self._good_size = 0  # bytes of whole lines on disk
+        self._unwritten = 0  # events at the end of `events` not on disk yet
+        self.write_error: str | None = None  # why the file is behind, while it is
+        self.on_write_error: Callable[[str], None] | None = None
+        self.on_write_resumed: Callable[[int], None] | None = None
         self._listeners: list[Listener] = []
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
         self.dropped_subscribers = 0
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -79,15 +91,38 @@ class Journal:
             pid=pid,
             detail=detail,
         )
-        if self._file is not None:
-            self._file.write(event.to_line())
-            self._file.flush()
         self.events.append(event)
+        self._unwritten += 1
+        self._write()
         self.view.apply(event)
         for listener in list(self._listeners):
             listener(event)
         self._broadcast(event)
         return event
+
+    def _write(self) -> None:
+        """Append the events the file lacks; on failure keep them, say so once."""
+        if self._fd is None or not self._unwritten:
+            return
+        data = "".join(e.to_line() for e in self.events[-self._unwritten :]).encode()
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._good_size)  # a short write leaves no torn line
+            if self.write_error is None:
+                self.write_error = f"{self.path}: {err.strerror or err}"
+                if self.on_write_error is not None:
+                    self.on_write_error(self.write_error)
+            return
+        self._good_size += len(data)
+        caught_up, self._unwritten = self._unwritten, 0
+        if self.write_error is not None:
+            self.write_error = None
+            if self.on_write_resumed is not None:
+                self.on_write_resumed(caught_up)
 
     def _broadcast(self, event: Event) -> None:
         keep: list[MemoryObjectSendStream[Event]] = []
@@ -118,9 +153,10 @@ class Journal:
         for stream in self._subscribers:
             stream.close()
         self._subscribers = []
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            self._write()  # a last try for what the file still lacks
+            os.close(self._fd)
+            self._fd = None
 
 
 # A journal line is one event; anything longer is not one srtd wrote.

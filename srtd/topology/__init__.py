@@ -20,6 +20,7 @@ from srtd.topology._ports import (
     NCCL,
     NIXL,
     PORT_KINDS,
+    PORT_LIMIT,
     ROUTER_METRICS_PORT,
     SIDECAR_GRPC,
     SYS,
@@ -27,6 +28,7 @@ from srtd.topology._ports import (
     VLLM_SCAN,
     PortAllocator,
     PortKind,
+    job_port_offset,
 )
 from srtd.topology._processes import PortPlan, Process, processes_of
 
@@ -47,6 +49,7 @@ __all__ = [
     "NCCL",
     "NIXL",
     "PORT_KINDS",
+    "PORT_LIMIT",
     "ROLE_ORDER",
     "ROUTER_METRICS_PORT",
     "SIDECAR_GRPC",
@@ -63,6 +66,7 @@ __all__ = [
     "Process",
     "carve",
     "expand",
+    "job_port_offset",
     "place_role",
     "processes_of",
     "slurm_nodes",

@@ -75,11 +75,32 @@ FRONTEND_INTERNAL_PORT = 8180
 ROUTER_METRICS_PORT = 29000
 
 
+AUTO_OFFSET_JOBS = 100  # `port_offset: auto`: jobs whose ids differ by this share a block
+AUTO_OFFSET_STEP = 10
+
+
+def job_port_offset(given: int | None, setting: int | str | None, job_id: str) -> int | None:
+    """The job's port offset: `--port-offset`, else the cluster setting; None: not pinned.
+
+    `auto` is `(job id % 100) * 10`, a function of the job id alone, so `srtd plan` shows
+    what `srtd run` will use; a job id that is not a number (planned before submission)
+    gets 0.
+    """
+    if given is not None:
+        return given
+    if setting == "auto":
+        return (int(job_id) % AUTO_OFFSET_JOBS) * AUTO_OFFSET_STEP if job_id.isdigit() else 0
+    if isinstance(setting, int):
+        return setting
+    return None
+
+
 class PortAllocator:
     """Hands out ports per kind; one allocator per plan."""
 
-    def __init__(self, *, local: bool = False, bases: dict[str, int] | None = None) -> None:
+    def __init__(self, *, local: bool = False, bases: dict[str, int] | None = None, offset: int = 0) -> None:
         self.local = local
+        self.offset = offset  # the job's port offset, added to every base
         self._bases = dict(bases or {})
         self._next: dict[tuple[str, str | None], int] = {}
 
@@ -90,7 +111,7 @@ class PortAllocator:
         key = (kind.name, node if kind.per_node and not self.local else None)
         ordinal = self._next.get(key, 0)
         self._next[key] = ordinal + size
-        port = self._bases.get(kind.name, kind.base) + ordinal * kind.stride
+        port = self._bases.get(kind.name, kind.base) + self.offset + ordinal * kind.stride
         last = port + (size - 1) * kind.stride + kind.span - 1
         if last >= PORT_LIMIT:
             raise PlanError(f"port kind {kind.name} ran out of ports (next would be {last})")

@@ -21,8 +21,8 @@ RESTART = REPO / "recipes" / "local" / "restart.yaml"
 pytestmark = pytest.mark.slow
 
 
-def srtd(*args: str, **kwargs: object) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+def srtd(*args: str, extra_env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | (extra_env or {})
     return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
         [sys.executable, "-m", "srtd", *args],
         cwd=REPO,
@@ -110,3 +110,46 @@ def test_json_output_is_the_journal_then_a_summary(tmp_path: Path) -> None:
     assert summary["summary"] == "toy-demo: succeeded, exit code 0"
     assert [u["unit"] for u in summary["units"]][-1] == "benchmark"
     assert_no_leftovers(str(log_dir))
+
+
+def test_two_demos_at_once_take_their_own_ports_and_both_exit_0(tmp_path: Path) -> None:
+    """The second job finds the first one's claim and runs on the next block of ports."""
+    env = {"SRTD_RUNTIME_DIR": str(tmp_path / "run")}
+    first_logs, second_logs = tmp_path / "first", tmp_path / "second"
+    first = srtd("run", str(DEMO), "--log-dir", str(first_logs), extra_env=env)
+    wait_for(first_logs, lambda seen: any(e.unit == "frontend_0" for e in seen))  # running, ports held
+    second = srtd("run", str(DEMO), "--log-dir", str(second_logs), extra_env=env)
+    out_second, _ = second.communicate(timeout=120)
+    out_first, _ = first.communicate(timeout=120)
+    assert (first.returncode, second.returncode) == (0, 0), out_first + out_second
+    plans = [json.loads((d / "plan.json").read_text()) for d in (first_logs, second_logs)]
+    assert "port_offset" not in plans[0]
+    assert plans[1]["port_offset"] == 10
+    ports = [{u["name"]: u["ports"] for u in p["units"] if u["ports"]} for p in plans]
+    assert ports[0] == {
+        "prefill_0_node1": {"http": 6100},
+        "decode_0_node1": {"http": 6132},
+        "decode_1_node1": {"http": 6164},
+        "frontend_0": {"http": 8000},
+    }
+    assert ports[1] == {u: {k: v + 10 for k, v in p.items()} for u, p in ports[0].items()}
+    watcher = next(u for u in plans[1]["units"] if u["name"] == "service_watcher")
+    assert "http://127.0.0.1:8010/workers" in watcher["argv"][-1]
+    assert "srtd: ports offset by 10: another job holds the ones below" in out_second
+    for logs in (first_logs, second_logs):
+        journal = check_journal(logs / "events.jsonl", [])
+        assert (journal[-1].state, journal[-1].exit_code) == ("succeeded", 0)
+        assert not [e for e in journal if e.state == "failed"]
+        assert_no_leftovers(str(logs))
+    assert list((tmp_path / "run" / "ports").glob("*.json")) == []  # both claims released
+
+
+def test_a_pinned_port_offset_is_used_as_given(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    env = {"SRTD_RUNTIME_DIR": str(tmp_path / "run")}
+    proc = srtd("run", str(DEMO), "--log-dir", str(log_dir), "--port-offset", "500", extra_env=env)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    plan = json.loads((log_dir / "plan.json").read_text())
+    assert plan["port_offset"] == 500
+    assert next(u for u in plan["units"] if u["name"] == "frontend_0")["ports"] == {"http": 8500}
