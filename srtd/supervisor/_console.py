@@ -84,6 +84,10 @@ class Console(Protocol):
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None: ...
 
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        """A benchmark's results: `table` rendered for people, `data` the results.json document."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -141,6 +145,11 @@ class JsonConsole(_StreamWriter):
         ]
         self._write(json.dumps({"summary": headline, "units": units}) + "\n")
 
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        import json
+
+        self._write(json.dumps({"results": data}) + "\n")
+
     def close(self) -> None:
         _drain(self.stream)
 
@@ -163,6 +172,9 @@ class NullConsole:
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         pass
 
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -171,6 +183,8 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     """The readable message and key/values of one event."""
     fields: dict[str, Any] = {}
     subject = event.unit if event.unit is not None else "job"
+    if event.detail and isinstance(event.detail.get("result"), dict):
+        return f"{subject} result", result_fields(event.detail["result"])
     message = f"{subject} {event.state}"
     if (
         event.unit is not None
@@ -192,6 +206,23 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     if event.reason:
         fields["reason"] = event.reason
     return message, fields
+
+
+def result_fields(point: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of one results point (`detail.result` of a result event)."""
+    fields: dict[str, Any] = {}
+    if point.get("concurrency") is not None:
+        fields["concurrency"] = point["concurrency"]
+    if point.get("requests_sent") is not None:
+        fields["ok"] = f"{point.get('requests_succeeded', '?')}/{point['requests_sent']}"
+    for key, name in (("output_tok_s", "tok/s"), ("output_tok_s_per_gpu", "tok/s/gpu")):
+        if point.get(key) is not None:
+            fields[name] = round(point[key], 1)
+    for key, name in (("ttft_ms", "ttft_p50_ms"), ("tpot_ms", "tpot_p50_ms")):
+        value = (point.get(key) or {}).get("p50")
+        if value is not None:
+            fields[name] = round(value, 1)
+    return fields
 
 
 class _Sink:
@@ -229,6 +260,7 @@ class TerminalConsole(_StreamWriter):
         )
         self._live: Live | None = None
         self._broken = False
+        self._results: list[str] = []  # printed under the end-of-run summary
         self._log = structlog.wrap_logger(
             _Sink(self),
             processors=[
@@ -311,6 +343,11 @@ class TerminalConsole(_StreamWriter):
             ready = f"{row.ready_after:.1f} s" if row.ready_after is not None else "-"
             table.add_row(row.unit, row.node, row.state, str(row.restarts), row.exit, ready)
         self._print(table)
+        for text in self._results:
+            self._print(Text(text), soft_wrap=True)
+
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        self._results.append(table.rstrip("\n"))
 
     def close(self) -> None:
         self._stop_live()
