@@ -20,9 +20,7 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats on both lower TPOT (x) and higher throughput (y)."""
     front = []
     for i, (x, y) in enumerate(points):
-        dominated = any(
-            (ox <= x and oy >= y) and (ox < x or oy > y) for j, (ox, oy) in enumerate(points) if j != i
-        )
+        dominated = any((ox <= x and oy >= y) and (ox < x or oy > y) for j, (ox, oy) in enumerate(points) if j != i)
         if not dominated:
             front.append(i)
     return sorted(front, key=lambda i: points[i][0])

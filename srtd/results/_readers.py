@@ -101,7 +101,7 @@ def read_srtd(path: Path) -> Reading:
     """One point (srtd-toy-bench), `{"points": [...]}` of them, or srtd-aiperf's `levels`."""
     doc = _load(path)
     if not isinstance(doc, Mapping):
-        raise ValueError(f"{path}: not a JSON object")
+        raise ValueError(f"{path}: not a JSON object")  # noqa: TRY004 - bad data, reported as such
     source = str(path)
     if isinstance(doc.get("points"), list):
         return Reading(tuple(_srtd_point(p, source) for p in doc["points"] if isinstance(p, Mapping)))
@@ -168,7 +168,7 @@ def read_rollup(path: Path) -> Reading:
     doc = _load(path)
     runs = doc.get("runs") if isinstance(doc, Mapping) else None
     if not isinstance(runs, list):
-        raise ValueError(f"{path}: no `runs` list")
+        raise ValueError(f"{path}: no `runs` list")  # noqa: TRY004 - bad data, reported as such
     points = []
     for run in runs:
         if not isinstance(run, Mapping):
@@ -236,4 +236,4 @@ def sweep_values(variant: str | None) -> dict[str, str]:
     pairs = [part.split("=", 1) for part in _SWEEP_SPLIT.split(label)]
     if not all(len(p) == 2 for p in pairs):
         return {}
-    return {k: v for k, v in pairs}
+    return dict(pairs)

@@ -36,7 +36,12 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "variant": self.variant, "sweep": self.sweep, **self.point.model_dump(mode="json")}
+        return {
+            "job_id": self.job_id,
+            "variant": self.variant,
+            "sweep": self.sweep,
+            **self.point.model_dump(mode="json"),
+        }
 
 
 def rows_of(results: Sequence[Results]) -> list[Row]:
