@@ -93,7 +93,12 @@ def render(rows: Sequence[Row], title: str | None = None, width: int = 160) -> s
     from rich.console import Console
     from rich.table import Table
 
-    sweep_keys = sorted({k for r in rows for k in r.sweep})
+    # A swept `concurrency` is already the concurrency column.
+    sweep_keys = sorted(
+        k
+        for k in {k for r in rows for k in r.sweep}
+        if not (k == "concurrency" and all(r.sweep.get(k) == str(r.point.concurrency) for r in rows))
+    )
     jobs = len({r.job_id for r in rows}) > 1
     table = Table(title=title, show_edge=False)
     if jobs:

@@ -75,9 +75,9 @@ def test_three_sweep_points_give_three_rows_equal_to_the_benchmarks_files(sweep:
     assert len(lines) == 3
     for line, row in zip(lines, rows, strict=True):
         cells = [c.strip() for c in line.split("│")]
-        assert cells[1] == str(row["concurrency"])  # the sweep column
-        assert cells[3] == "32/32"
-        assert cells[6] == f"{row['output_tok_s']:.1f}"
+        assert cells[1] == str(row["concurrency"])  # a swept concurrency is the concurrency column
+        assert cells[2] == "32/32"
+        assert cells[5] == f"{row['output_tok_s']:.1f}"
 
 
 def test_the_journal_and_the_summary_carry_each_point(sweep: list[Path]) -> None:
