@@ -40,7 +40,7 @@ from srtd.supervisor._console import (
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
 from srtd.supervisor._probes import describe
-from srtd.supervisor._results import gather_results
+from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
@@ -340,6 +340,7 @@ class Job:
             raise LaunchError(f"cannot write the log directory {self.log_dir}: {e}") from e
         write_files(self.plan)
         self.journal.listen(self._on_event)
+        self._results = ResultsWatch(self.plan, self.log_dir, self.journal, self.console, self.clock)
         for listener in self._listeners:
             self.journal.listen(listener)
         # Made before the job counts as starting: it imports httpcore.  verify=False: probes
@@ -369,6 +370,7 @@ class Job:
                     tg.start_soon(self._watcher.run)
                     for runner in self.runners.values():
                         tg.start_soon(runner.run)
+                    tg.start_soon(self._results.follow)
                     if self.console.progress_interval:
                         tg.start_soon(self._progress, self.console.progress_interval)
                     end = await self._decide()
@@ -420,9 +422,7 @@ class Job:
                 return _End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
             if terminals:
                 if all(r.final for r in terminals):
-                    gate = await gather_results(
-                        self.plan, [r.unit for r in terminals], self.log_dir, self.journal, self.console
-                    )
+                    gate = await self._results.finish([r.unit for r in terminals])
                     worst = max(terminals, key=lambda r: r.exit_for_job or 0)
                     code = worst.exit_for_job or 0
                     if code == EXIT_OK and gate is not None:

@@ -1,10 +1,12 @@
-"""After the benchmark: its results read through the plan's `ResultsSpec`, journaled, gated.
+"""A benchmark's results, read through the plan's `ResultsSpec`, journaled as they appear, gated.
 
 The supervisor knows no benchmark: a unit's `results` (plan data) names the reader and
-the path, and `srtd.results` does the reading.  Each point becomes a journal event of
-the unit (its state repeated, the point in `detail.result`, docs/events.md), the
-contract goes to `results.json`, and a benchmark that exited 0 but measured nothing
-fails the job with `EXIT_NO_RESULTS`.
+the path, and `srtd.results` does the reading.  While the unit runs, the path is looked
+at once per `poll_seconds` (a stat; read only when it changed) and each new point becomes
+a journal event of the unit (its state repeated, the point in `detail.result`,
+docs/events.md), so `srtd attach` shows a sweep's points as the tool writes them.  Once
+the unit has ended, a last read writes `results.json`, and a benchmark that exited 0
+but measured nothing fails the job with `EXIT_NO_RESULTS`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ from typing import Any
 
 import anyio
 
-from srtd.results import Results, collect, render, rows_of, write_results
+from srtd.events import UnitState
+from srtd.results import Point, Results, collect, render, rows_of, write_results
+from srtd.results._gate import resolve
+from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._journal import Journal
 from srtd.unit import Plan, Unit
+
+POLL_SECONDS = 1.0
+_RUNNING = (UnitState.STARTING, UnitState.READY)
 
 
 @dataclass(frozen=True)
@@ -30,45 +38,99 @@ class GateFailure:
     detail: dict[str, Any]
 
 
-def _read(plan: Plan, unit: Unit, log_dir: Path, exit_code: int | None) -> Results:
-    assert unit.results is not None
-    results = collect(
-        unit.results,
-        log_dir,
-        job=plan.name,
-        job_id=plan.job_id,
-        variant=plan.variant,
-        unit=unit.name,
-        exit_code=exit_code,
-    )
-    with contextlib.suppress(OSError):  # the journal still carries every point
-        write_results(results, log_dir)
-    return results
+def _signature(path: Path) -> tuple[Any, ...] | None:
+    """What changes when the tool writes: the file's, or the directory's JSON files' (mtime, size)."""
+    try:
+        if path.is_dir():
+            return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in path.glob("*.json")))
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
 
 
-async def gather_results(
-    plan: Plan, units: Sequence[Unit], log_dir: Path, journal: Journal, console: Console
-) -> GateFailure | None:
-    """Read every ended benchmark's results; the first gate failure of one that exited 0, or None."""
-    failure: GateFailure | None = None
-    for unit in units:
-        if unit.results is None:
-            continue
-        view = journal.view.units[unit.name]
-        results = await anyio.to_thread.run_sync(_read, plan, unit, log_dir, view.exit_code)
-        for index, point in enumerate(results.points):
-            journal.emit(
-                unit.name,
-                view.state,
-                attempt=view.attempt,
-                detail={"result": point.model_dump(mode="json", exclude_none=True), "point": index},
-            )
-        if results.points:
-            console.results(render(rows_of([results]), title=f"{unit.name} results"), results.to_json())
-        verdict = results.verdict
-        if failure is None and not verdict.ok and view.exit_code == 0 and verdict.reason:
-            detail: dict[str, Any] = {"culprit": unit.name, "results": str(log_dir / "results.json")}
-            if verdict.point is not None:
-                detail["point"] = results.points[verdict.point].model_dump(mode="json", exclude_none=True)
-            failure = GateFailure(unit.name, verdict.reason, detail)
-    return failure
+class ResultsWatch:
+    """Every benchmark unit's points, each journaled once: live while it runs, then at its end."""
+
+    def __init__(
+        self, plan: Plan, log_dir: Path, journal: Journal, console: Console, clock: Clock, poll: float = POLL_SECONDS
+    ) -> None:
+        self.plan = plan
+        self.log_dir = log_dir
+        self.journal = journal
+        self.console = console
+        self.clock = clock
+        self.poll = poll
+        self.units = [u for u in plan.units if u.results is not None]
+        self._seen: dict[str, int] = {u.name: 0 for u in self.units}
+        self._signatures: dict[str, tuple[Any, ...] | None] = {}
+        self._final: set[str] = set()
+        self._lock = anyio.Lock()
+
+    def _read(self, unit: Unit, exit_code: int | None) -> Results:
+        assert unit.results is not None
+        return collect(
+            unit.results,
+            self.log_dir,
+            job=self.plan.name,
+            job_id=self.plan.job_id,
+            variant=self.plan.variant,
+            unit=unit.name,
+            exit_code=exit_code,
+        )
+
+    def _journal_new(self, unit: Unit, points: Sequence[Point]) -> None:
+        view = self.journal.view.units[unit.name]
+        for index in range(self._seen[unit.name], len(points)):
+            detail = {"result": points[index].model_dump(mode="json", exclude_none=True), "point": index}
+            self.journal.emit(unit.name, view.state, attempt=view.attempt, detail=detail)
+        self._seen[unit.name] = max(self._seen[unit.name], len(points))
+
+    async def follow(self) -> None:
+        """Until cancelled: journal the points of running benchmarks as their files change."""
+        if not self.units:
+            return
+        while True:
+            await self.clock.sleep(self.poll)
+            for unit in self.units:
+                if unit.name not in self._final and self.journal.view.units[unit.name].state in _RUNNING:
+                    await self._look(unit)
+
+    async def _look(self, unit: Unit) -> None:
+        assert unit.results is not None
+        path = resolve(unit.results, self.log_dir)
+        signature = await anyio.to_thread.run_sync(_signature, path)
+        if signature is None or signature == self._signatures.get(unit.name):
+            return
+        self._signatures[unit.name] = signature
+        results = await anyio.to_thread.run_sync(self._read, unit, None)
+        async with self._lock:
+            if unit.name not in self._final and not results.verdict.reason:
+                self._journal_new(unit, results.points)
+
+    async def finish(self, units: Sequence[Unit]) -> GateFailure | None:
+        """Read every ended benchmark once more, write results.json; the first gate failure of one
+        that exited 0, or None."""
+        failure: GateFailure | None = None
+        for unit in units:
+            if unit.results is None or unit.name in self._final:
+                continue
+            exit_code = self.journal.view.units[unit.name].exit_code
+            results = await anyio.to_thread.run_sync(self._read, unit, exit_code)
+            async with self._lock:
+                self._final.add(unit.name)
+                self._journal_new(unit, results.points)
+            with contextlib.suppress(OSError):  # the journal still carries every point
+                await anyio.to_thread.run_sync(write_results, results, self.log_dir)
+            if results.points:
+                self.console.results(render(rows_of([results]), title=f"{unit.name} results"), results.to_json())
+            verdict = results.verdict
+            if failure is None and not verdict.ok and exit_code == 0 and verdict.reason:
+                detail: dict[str, Any] = {"culprit": unit.name, "results": str(self.log_dir / "results.json")}
+                if verdict.point is not None:
+                    detail["point"] = results.points[verdict.point].model_dump(mode="json", exclude_none=True)
+                failure = GateFailure(unit.name, verdict.reason, detail)
+        return failure
+
+
+__all__ = ["POLL_SECONDS", "GateFailure", "ResultsWatch"]

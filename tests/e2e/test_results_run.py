@@ -186,3 +186,35 @@ def test_a_custom_benchmark_without_results_file_is_not_gated(tmp_path: Path) ->
     done = srtd("run", str(recipe), "--log-dir", str(log_dir))
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (log_dir / "results.json").exists()
+
+
+def test_points_are_journaled_while_the_benchmark_still_runs(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    out = log_dir / "points.json"
+    one = json.dumps({"points": [{"concurrency": 1, "requests": 4, "succeeded": 4, "output_tokens": 40}]})
+    two = json.dumps(
+        {
+            "points": [
+                {"concurrency": 1, "requests": 4, "succeeded": 4, "output_tokens": 40},
+                {"concurrency": 2, "requests": 8, "succeeded": 8, "output_tokens": 80},
+            ]
+        }
+    )
+    write = "echo '{}' > {out}.tmp && mv {out}.tmp {out}"
+    command = f"{write.format(one, out=out)} && sleep 3 && {write.format(two, out=out)} && sleep 3"
+    recipe = tmp_path / "live.yaml"
+    recipe.write_text(GATE_RECIPE.format(command=json.dumps(command), results_file="points.json", accept_empty=False))
+    done = srtd("run", str(recipe), "--log-dir", str(log_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [Event.from_line(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
+    mine = [e for e in events if e.unit == "benchmark"]
+    states = [(e.state, (e.detail or {}).get("point")) for e in mine if e.state != "waiting"]
+    exited = states.index(("exited", None))
+    # both points were journaled while the unit was still running, each once, in order
+    assert [s for s in states[:exited] if s[1] is not None] == [("ready", 0), ("ready", 1)]
+    assert all(s[1] is None for s in states[exited:])
+    gap = next(e.ts for e in mine if (e.detail or {}).get("point") == 1) - next(
+        e.ts for e in mine if (e.detail or {}).get("point") == 0
+    )
+    assert gap > 1.0  # read when it was written (3 s after the first), not at the end
+    assert len(json.loads((log_dir / "results.json").read_text())["points"]) == 2
