@@ -92,6 +92,10 @@ def test_the_journal_and_the_summary_carry_each_point(sweep: list[Path]) -> None
     assert event.detail is not None
     assert event.detail["result"]["output_tokens"] == stored["points"][0]["output_tokens"]
     assert events.index(event) < next(i for i, e in enumerate(events) if e.unit is None and e.state == "stopping")
+    replay = srtd("attach", "--replay", str(sweep[0]))
+    assert replay.returncode == 0, replay.stderr
+    ok = f"{stored['points'][0]['requests_succeeded']}/32"
+    assert f"#{event.seq} benchmark result  concurrency=1 ok={ok} tok/s=" in replay.stdout
 
 
 def _png_size(path: Path) -> tuple[int, int]:
