@@ -34,6 +34,9 @@ def srtd(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+OUTPUT: dict[Path, str] = {}  # what `srtd run` printed, per log dir
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("sweep")
@@ -42,6 +45,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         log_dir = root / f"c{level}"
         done = srtd("run", str(SWEEP), "--variant", f"concurrency={level}", "--log-dir", str(log_dir))
         assert done.returncode == 0, done.stdout + done.stderr
+        OUTPUT[log_dir] = done.stdout + done.stderr
         dirs.append(log_dir)
     return dirs
 
@@ -92,6 +96,13 @@ def test_the_journal_and_the_summary_carry_each_point(sweep: list[Path]) -> None
     assert event.detail is not None
     assert event.detail["result"]["output_tokens"] == stored["points"][0]["output_tokens"]
     assert events.index(event) < next(i for i, e in enumerate(events) if e.unit is None and e.state == "stopping")
+    # the end-of-run summary: the units' table, then the results table under it
+    printed = OUTPUT[sweep[0]].splitlines()
+    summary = next(i for i, line in enumerate(printed) if "toy-results-sweep: succeeded, exit code 0" in line)
+    title = next(i for i, line in enumerate(printed) if line.strip() == "benchmark results")
+    assert title > summary
+    row = [c.strip() for c in printed[title + 3].split("│")]
+    assert row[:2] == ["1", "32/32"]
     replay = srtd("attach", "--replay", str(sweep[0]))
     assert replay.returncode == 0, replay.stderr
     ok = f"{stored['points'][0]['requests_succeeded']}/32"
@@ -137,7 +148,9 @@ benchmark:
 EMPTY = {"concurrency": 4, "requests": 20, "succeeded": 0, "errors": 20, "output_tokens": 0}
 
 
-def _gate_job(tmp_path: Path, write: bool, accept_empty: bool) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _gate_job(
+    tmp_path: Path, write: bool, accept_empty: bool, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     log_dir = tmp_path / "logs"
     out = log_dir / "measured.json"
     command = f"echo '{json.dumps(EMPTY)}' > {out}" if write else "echo measured nothing"
@@ -145,7 +158,7 @@ def _gate_job(tmp_path: Path, write: bool, accept_empty: bool) -> tuple[subproce
     recipe.write_text(
         GATE_RECIPE.format(command=json.dumps(command), results_file="measured.json", accept_empty=accept_empty)
     )
-    return srtd("run", str(recipe), "--log-dir", str(log_dir)), log_dir
+    return srtd("run", str(recipe), "--log-dir", str(log_dir), *extra), log_dir
 
 
 def _final(log_dir: Path) -> Event:
@@ -168,8 +181,12 @@ def test_a_benchmark_with_zero_successful_requests_fails_the_job(tmp_path: Path)
 
 
 def test_accept_empty_lets_the_same_job_succeed(tmp_path: Path) -> None:
-    done, log_dir = _gate_job(tmp_path, write=True, accept_empty=True)
+    done, log_dir = _gate_job(tmp_path, True, True, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    (shown,) = [line["results"] for line in lines if "results" in line]  # --json: the document, before the summary
+    assert shown == json.loads((log_dir / "results.json").read_text())
+    assert [i for i, line in enumerate(lines) if "results" in line or "summary" in line][-1] == len(lines) - 1
     assert (_final(log_dir).state, _final(log_dir).exit_code) == ("succeeded", 0)
     assert json.loads((log_dir / "results.json").read_text())["verdict"]["gated"] is False
 
