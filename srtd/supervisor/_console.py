@@ -115,6 +115,7 @@ class JsonConsole(_StreamWriter):
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = _never_blocking(stream or sys.stdout, dropped_text=_dropped_json)
+        self._results: list[dict[str, Any]] = []  # results.json documents, sent with the summary
         self._broken = False
 
     def event(self, event: Event) -> None:
@@ -143,12 +144,14 @@ class JsonConsole(_StreamWriter):
             }
             for r in rows
         ]
-        self._write(json.dumps({"summary": headline, "units": units}) + "\n")
+        summary: dict[str, Any] = {"summary": headline, "units": units}
+        if self._results:
+            summary["results"] = self._results
+        self._write(json.dumps(summary) + "\n")
 
     def results(self, table: str, data: dict[str, Any]) -> None:
-        import json
-
-        self._write(json.dumps({"results": data}) + "\n")
+        # Carried by the summary line: every line before it stays an event.
+        self._results.append(data)
 
     def close(self) -> None:
         _drain(self.stream)

@@ -183,10 +183,12 @@ def test_a_benchmark_with_zero_successful_requests_fails_the_job(tmp_path: Path)
 def test_accept_empty_lets_the_same_job_succeed(tmp_path: Path) -> None:
     done, log_dir = _gate_job(tmp_path, True, True, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
-    (shown,) = [line["results"] for line in lines if "results" in line]  # --json: the document, before the summary
-    assert shown == json.loads((log_dir / "results.json").read_text())
-    assert [i for i, line in enumerate(lines) if "results" in line or "summary" in line][-1] == len(lines) - 1
+    lines = done.stdout.splitlines()
+    for line in lines[:-1]:
+        Event.from_line(line)  # every line before the summary is still an event
+    summary = json.loads(lines[-1])
+    assert summary["summary"] == "gate: succeeded, exit code 0"
+    assert summary["results"] == [json.loads((log_dir / "results.json").read_text())]
     assert (_final(log_dir).state, _final(log_dir).exit_code) == ("succeeded", 0)
     assert json.loads((log_dir / "results.json").read_text())["verdict"]["gated"] is False
 
