@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from srtd.results import Point, Reading, judge, read, sweep_values
 from srtd.results._plot import pareto
@@ -150,3 +152,18 @@ def test_sweep_values_and_pareto() -> None:
     assert sweep_values(None) == {}
     # (TPOT, throughput): (3, 50) is beaten by (2, 60); the others trade one for the other
     assert pareto([(1.0, 10.0), (2.0, 60.0), (3.0, 50.0), (5.0, 90.0)]) == [0, 1, 3]
+
+
+finite = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
+
+
+@given(st.lists(st.tuples(finite, finite), min_size=1, max_size=30))
+def test_pareto_front_is_exactly_the_undominated_points(points: list[tuple[float, float]]) -> None:
+    def beats(a: tuple[float, float], b: tuple[float, float]) -> bool:
+        return a[0] <= b[0] and a[1] >= b[1] and a != b
+
+    front = pareto(points)
+    assert front == sorted(front, key=lambda i: points[i][0])
+    for i, p in enumerate(points):
+        dominated = any(beats(q, p) for q in points)
+        assert (i in front) == (not dominated)
