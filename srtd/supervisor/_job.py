@@ -370,7 +370,7 @@ class Job:
                     tg.start_soon(self._watcher.run)
                     for runner in self.runners.values():
                         tg.start_soon(runner.run)
-                    tg.start_soon(self._results.follow)
+                    tg.start_soon(self._results.follow, self.changed)
                     if self.console.progress_interval:
                         tg.start_soon(self._progress, self.console.progress_interval)
                     end = await self._decide()

@@ -12,7 +12,7 @@ but measured nothing fails the job with `EXIT_NO_RESULTS`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,15 +86,25 @@ class ResultsWatch:
             self.journal.emit(unit.name, view.state, attempt=view.attempt, detail=detail)
         self._seen[unit.name] = max(self._seen[unit.name], len(points))
 
-    async def follow(self) -> None:
-        """Until cancelled: journal the points of running benchmarks as their files change."""
+    async def follow(self, changed: Callable[[], Awaitable[None]]) -> None:
+        """Until cancelled: journal the points of running benchmarks as their files change.
+
+        `changed` returns at the job's next state change: no benchmark running, no clock.
+        """
         if not self.units:
             return
         while True:
+            running = [u for u in self.units if self._running(u)]
+            if not running:
+                await changed()
+                continue
             await self.clock.sleep(self.poll)
-            for unit in self.units:
-                if unit.name not in self._final and self.journal.view.units[unit.name].state in _RUNNING:
+            for unit in running:
+                if self._running(unit):
                     await self._look(unit)
+
+    def _running(self, unit: Unit) -> bool:
+        return unit.name not in self._final and self.journal.view.units[unit.name].state in _RUNNING
 
     async def _look(self, unit: Unit) -> None:
         assert unit.results is not None
