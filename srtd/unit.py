@@ -221,6 +221,25 @@ class Srun(_Frozen):
     shell: bool = True  # False: run argv bare (shell-less images); env goes through export_env
 
 
+# --------------------------------------------------------------------------- results
+
+
+class ResultsSpec(_Frozen):
+    """Where a benchmark unit leaves what it measured, and how srtd reads it (docs/results.md).
+
+    `reader` names a row of `srtd.results`' reader table (the supervisor never compares
+    it); `path` is a file or a directory, absolute or relative to the log directory;
+    `gpus` is the job's serving GPU count (for throughput per GPU, 0 when unknown);
+    `gate` says whether an empty measurement fails the job (`benchmark.accept_empty`
+    turns it off).
+    """
+
+    reader: str
+    path: str
+    gpus: int = 0
+    gate: bool = True
+
+
 # --------------------------------------------------------------------------- the unit
 
 
@@ -259,6 +278,7 @@ class Unit(_Frozen):
     role: str | None = None
     index: int | None = None
     implied_by: str | None = None  # why an implicit service is in the plan
+    results: ResultsSpec | None = None  # a benchmark's measurements; in the JSON only when set
 
     @property
     def node(self) -> str:
@@ -267,8 +287,9 @@ class Unit(_Frozen):
     @model_serializer(mode="wrap")
     def _omit_unset_liveness(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if data.get("liveness", ...) is None:
-            del data["liveness"]
+        for key in ("liveness", "results"):
+            if data.get(key, ...) is None:
+                del data[key]
         return data
 
 

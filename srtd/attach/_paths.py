@@ -13,10 +13,11 @@ import json
 import os
 import re
 import socket
-import stat
 from pathlib import Path
 
 from srtd.errors import AttachError
+from srtd.runtime import private_dir as _private_dir
+from srtd.runtime import runtime_dir
 
 POINTER_NAME = "attach.json"
 SOCKET_SUFFIX = ".sock"
@@ -24,28 +25,9 @@ _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def runtime_dir() -> Path:
-    explicit = os.environ.get("SRTD_RUNTIME_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        return Path(xdg) / "srtd"
-    return Path(f"/tmp/srtd-{os.getuid()}")
-
-
 def private_dir(path: Path) -> Path:
     """Create `path` (0700) or check that the existing one is ours and private."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as e:
-        raise AttachError(f"cannot create the runtime directory {path}: {e.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise AttachError(f"{path} is not a directory owned by uid {os.getuid()}; refusing to put a socket there")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-    return path
+    return _private_dir(path, AttachError, "put a socket there")
 
 
 def socket_name(job_id: str) -> str:

@@ -32,7 +32,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute
 
 from srtd import __version__
-from srtd.attach._paths import is_live, private_dir, runtime_dir, socket_path, write_pointer
+from srtd.attach._paths import is_live, private_dir, socket_path, write_pointer
 from srtd.attach._protocol import (
     MAX_REQUEST,
     PROTOCOL,
@@ -46,6 +46,7 @@ from srtd.attach._protocol import (
 )
 from srtd.errors import AttachError, ControlError
 from srtd.events import FINAL_JOB_STATES, Event
+from srtd.runtime import runtime_dir
 from srtd.supervisor import Journal, read_tail
 
 if TYPE_CHECKING:

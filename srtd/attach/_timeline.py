@@ -71,6 +71,15 @@ class TierStop:
     units: list[str]
 
 
+@dataclass(frozen=True)
+class ResultMark:
+    """A benchmark point journaled at `at` (a result event, docs/results.md)."""
+
+    unit: str
+    at: float
+    point: dict[str, Any]
+
+
 @dataclass
 class Timeline:
     name: str
@@ -81,6 +90,7 @@ class Timeline:
     units: list[UnitTimeline]
     chain: list[Link]
     teardown: list[TierStop]
+    results: list[ResultMark] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +150,11 @@ def build(events: Sequence[Event]) -> Timeline:
         units=list(units.values()),
         chain=_chain(events, units, running),
         teardown=_teardown(events, tiers, t0),
+        results=[
+            ResultMark(e.unit, _rel(e.ts, t0), e.detail["result"])
+            for e in events
+            if e.unit is not None and e.detail and isinstance(e.detail.get("result"), dict)
+        ],
     )
 
 
@@ -211,10 +226,14 @@ def _seconds(value: float | None) -> str:
     return f"{value:.2f} s" if value is not None else "-"
 
 
-def _bar(line: UnitTimeline, duration: float, width: int) -> Text:
+def _bar(line: UnitTimeline, duration: float, width: int, marks: Sequence[float] = ()) -> Text:
     text = Text()
     step = duration / width if duration > 0 else 0.0
+    marked = {min(int(m / step), width - 1) for m in marks} if step else set()
     for i in range(width):
+        if i in marked:
+            text.append("◆", style="bold magenta")  # a benchmark point was written here
+            continue
         t = (i + 0.5) * step
         state = next((s.state for s in line.segments if s.start <= t < s.end), None)
         if state is None and line.segments and t >= line.segments[-1].end:
@@ -249,7 +268,7 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
             _seconds(line.launch_to_ready),
             str(line.restarts),
             line.final,
-            _bar(line, timeline.duration, width),
+            _bar(line, timeline.duration, width, [m.at for m in timeline.results if m.unit == line.name]),
         )
     legend = Text("  ")
     for state in ("waiting", "starting", "ready", "exited", "backoff", "stopping", "failed"):
@@ -276,7 +295,27 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
             f"  tier {stop.tier}: +{stop.start:.2f} s .. +{stop.end:.2f} s ({stop.end - stop.start:.2f} s): "
             f"{', '.join(stop.units)}\n"
         )
-    return Group(table, legend, Text(""), chain, teardown)
+    parts: list[RenderableType] = [table, legend, Text(""), chain, teardown]
+    if timeline.results:
+        parts.append(_results_text(timeline.results))
+    return Group(*parts)
+
+
+def _results_text(marks: Sequence[ResultMark]) -> Text:
+    text = Text("benchmark points (◆):\n", style="bold")
+    for mark in marks:
+        p = mark.point
+        text.append(f"  +{mark.at:7.2f} s  {mark.unit}")
+        if p.get("concurrency") is not None:
+            text.append(f" concurrency {p['concurrency']}")
+        text.append(f": {p.get('requests_succeeded', '?')}/{p.get('requests_sent', '?')} ok")
+        if p.get("output_tok_s") is not None:
+            text.append(f", {p['output_tok_s']:.1f} tok/s")
+        tpot = (p.get("tpot_ms") or {}).get("p50")
+        if tpot is not None:
+            text.append(f", TPOT p50 {tpot:.1f} ms")
+        text.append("\n")
+    return text
 
 
 def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:

@@ -15,7 +15,7 @@ from srtd.context import PlanContext
 from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
 from srtd.topology import FRONTEND_PUBLIC_PORT
-from srtd.unit import Srun, Unit, UnitKind
+from srtd.unit import ResultsSpec, Srun, Unit, UnitKind
 
 SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
 
@@ -47,6 +47,23 @@ class Benchmark(Row):
     def env(self, ctx: PlanContext, target: BenchmarkTarget) -> dict[str, str]:
         return {}
 
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        """(reader, path) of what the benchmark measured (docs/results.md), or None: not read."""
+        return None
+
+
+def serving_gpus(ctx: PlanContext) -> int:
+    """The GPUs of every worker endpoint: the denominator of throughput per GPU."""
+    return sum(e.gpu_count for endpoints in ctx.endpoints.values() for e in endpoints)
+
+
+def results_spec(row: Benchmark, ctx: PlanContext) -> ResultsSpec | None:
+    where = row.results_at(ctx)
+    if where is None:
+        return None
+    reader, path = where
+    return ResultsSpec(reader=reader, path=path, gpus=serving_gpus(ctx), gate=not ctx.recipe.benchmark.accept_empty)
+
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
 register_benchmark = BENCHMARKS.register
@@ -66,6 +83,12 @@ class Custom(Benchmark):
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
         return ["bash", "-lc", ctx.recipe.benchmark.command or "true"]
 
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        # Read (and gated) only when the recipe says where the command writes: existing
+        # custom benchmarks keep working as they did.
+        path = ctx.recipe.benchmark.results_file
+        return ("srtd", path) if path else None
+
 
 @register_benchmark("toy")
 class Toy(Benchmark):
@@ -78,6 +101,9 @@ class Toy(Benchmark):
         argv += ["--requests", str(_or(bench.num_requests, 20)), "--concurrency", str(_or(bench.concurrency, 4))]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
         return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
+
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        return ("srtd", "benchmark.json")
 
 
 @register_benchmark("aiperf")
@@ -100,6 +126,9 @@ class AIPerf(Benchmark):
         if bench.req_rate not in (None, "inf"):
             argv += ["--request-rate", str(bench.req_rate)]
         return [*argv, "--artifacts", f"{ctx.logs_path}/aiperf", "--output", f"{ctx.logs_path}/benchmark.json"]
+
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        return ("srtd", "benchmark.json")
 
 
 def concurrency_levels(levels: tuple[int, ...] | str | None, single: int | None) -> list[int]:
@@ -241,6 +270,7 @@ def benchmark_unit(
         terminal=True,
         tier=0,
         terminate_timeout=15.0,
+        results=results_spec(row, ctx),
     )
 
 

@@ -55,3 +55,17 @@ class SaBench(Script):
             bench.dataset_path or "",
             _text(bench.skip_warmup),
         ]
+
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        # bench.sh writes one JSON per concurrency into /logs/sa-bench_isl_<ISL>_osl_<OSL>/
+        # (/logs is the log directory), named results_concurrency_<N>_gpus_<G>[_ctx_<P>_gen_<D>].json.
+        bench = ctx.recipe.benchmark
+        return ("sa-bench", f"sa-bench_isl_{_text(bench.isl)}_osl_{_text(bench.osl)}")
+
+
+@register_benchmark("mlperf")
+class MLPerf(Script):
+    """srt-slurm's mlperf script: its client's report, summarised into `benchmark-rollup.json`."""
+
+    def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
+        return ("rollup", "benchmark-rollup.json")

@@ -173,25 +173,36 @@ def say(message: str) -> None:
     print(f"srtd-aiperf: {message}", flush=True)
 
 
+def write_output(s: Settings, levels: list[Level], failures: list[str], output: Path) -> None:
+    """The summary so far, replaced atomically: srtd journals each level as it appears."""
+    result = {
+        "model": s.model,
+        "url": s.url,
+        "isl": s.isl,
+        "osl": s.osl,
+        "requests_per_level": s.requests,
+        "request_rate": s.request_rate,
+        "levels": [asdict(lv) for lv in levels],
+        "requests": sum(lv.requests for lv in levels),
+        "errors": sum(lv.errors for lv in levels),
+        "failures": failures,
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, output)
+
+
 def run(s: Settings, concurrencies: list[int], output: Path | None) -> int:
-    levels = [run_level(s, c) for c in concurrencies]
+    levels: list[Level] = []
+    for concurrency in concurrencies:
+        levels.append(run_level(s, concurrency))
+        if output is not None:
+            write_output(s, levels, [], output)
     failures = [f"concurrency {lv.concurrency}: {why}" for lv in levels if (why := lv.failure(s.requests))]
     print(table(levels), end="", flush=True)
     if output is not None:
-        result = {
-            "model": s.model,
-            "url": s.url,
-            "isl": s.isl,
-            "osl": s.osl,
-            "requests_per_level": s.requests,
-            "request_rate": s.request_rate,
-            "levels": [asdict(lv) for lv in levels],
-            "requests": sum(lv.requests for lv in levels),
-            "errors": sum(lv.errors for lv in levels),
-            "failures": failures,
-        }
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=2) + "\n")
+        write_output(s, levels, failures, output)
         say(f"results written to {output}")
     for failure in failures:
         say(f"FAILED: {failure}")

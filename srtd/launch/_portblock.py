@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from srtd.attach._paths import private_dir, runtime_dir
 from srtd.errors import LaunchError, PlanError, RecipeError
+from srtd.runtime import private_dir, runtime_dir
 from srtd.unit import Plan
 
 PORT_OFFSET_STEP = 10
@@ -86,7 +86,7 @@ class PortClaim:
 def claim_port_block(build: Callable[[int], Plan], directory: Path | None = None) -> tuple[Plan, PortClaim]:
     """The plan at the first free offset, and the claim that keeps it this job's."""
     first = build(0)  # a mistake in the recipe surfaces here, as without a port block
-    where = private_dir((directory or runtime_dir()) / "ports")
+    where = private_dir((directory or runtime_dir()) / "ports", LaunchError, "keep port claims there")
     with _choosing(where):
         taken = _live_claims(where)
         for attempt in range(MAX_TRIES):

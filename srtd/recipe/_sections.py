@@ -285,6 +285,11 @@ class BenchmarkConfig(Section):
     """sa-bench: skip the warmup round before each concurrency."""
     command: str | None = None
     """`custom`: a shell command run with `bash -lc`, verbatim."""
+    results_file: str | None = None
+    """`custom`: the file the command writes its measurements to, in srtd's benchmark.json shape
+    (docs/results.md); relative to the log directory.  Without it a custom benchmark is not read."""
+    accept_empty: bool = False
+    """Do not fail the job when the benchmark measured nothing (0 requests or tokens at a point)."""
     container_image: str | None = None
     """Image of the client; defaults to the job's."""
     env: EnvMap = {}

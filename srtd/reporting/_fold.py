@@ -59,6 +59,7 @@ class StageFold:
         self._failed_reported = False
         self._ending = False
         self._done = False
+        self._results: list[dict[str, object]] = []  # the benchmark's points so far
 
     def feed(self, event: Event) -> list[Request]:
         if self._done:
@@ -123,6 +124,9 @@ class StageFold:
         state = UnitState(event.state)
         if self._ending:
             return []
+        point = (event.detail or {}).get("result")
+        if isinstance(point, dict):
+            return [self._result(event.unit, point, event.ts)]
         if state is UnitState.STARTING:
             return self._enter(self._unit_stage.get(event.unit), event.ts)
         if state is UnitState.FAILED and event.unit in self._critical and not self._failed_reported:
@@ -131,6 +135,12 @@ class StageFold:
             message = f"{event.unit} failed" + (f": {event.reason}" if event.reason else "")
             return [job_updated(self.job_id, Status.FAILED, event.ts, stage=self._stage, message=message)]
         return []
+
+    def _result(self, unit: str, point: dict[str, object], ts: float) -> Request:
+        """Every point so far as `benchmark_results` (the contract replaces it on each PUT)."""
+        self._results.append(point)
+        results = {"format": 1, "unit": unit, "points": list(self._results)}
+        return job_updated(self.job_id, Status.BENCHMARK, ts, stage=self._stage, benchmark_results=results)
 
     def _enter(self, stage: Stage | None, ts: float) -> list[Request]:
         if stage is None or stage not in self._stages:

@@ -84,6 +84,10 @@ class Console(Protocol):
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None: ...
 
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        """A benchmark's results: `table` rendered for people, `data` the results.json document."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +115,7 @@ class JsonConsole(_StreamWriter):
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = _never_blocking(stream or sys.stdout, dropped_text=_dropped_json)
+        self._results: list[dict[str, Any]] = []  # results.json documents, sent with the summary
         self._broken = False
 
     def event(self, event: Event) -> None:
@@ -139,7 +144,14 @@ class JsonConsole(_StreamWriter):
             }
             for r in rows
         ]
-        self._write(json.dumps({"summary": headline, "units": units}) + "\n")
+        summary: dict[str, Any] = {"summary": headline, "units": units}
+        if self._results:
+            summary["results"] = self._results
+        self._write(json.dumps(summary) + "\n")
+
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        # Carried by the summary line: every line before it stays an event.
+        self._results.append(data)
 
     def close(self) -> None:
         _drain(self.stream)
@@ -163,6 +175,9 @@ class NullConsole:
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         pass
 
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -171,6 +186,8 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     """The readable message and key/values of one event."""
     fields: dict[str, Any] = {}
     subject = event.unit if event.unit is not None else "job"
+    if event.detail and isinstance(event.detail.get("result"), dict):
+        return f"{subject} result", result_fields(event.detail["result"])
     message = f"{subject} {event.state}"
     if (
         event.unit is not None
@@ -192,6 +209,23 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     if event.reason:
         fields["reason"] = event.reason
     return message, fields
+
+
+def result_fields(point: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers of one results point (`detail.result` of a result event)."""
+    fields: dict[str, Any] = {}
+    if point.get("concurrency") is not None:
+        fields["concurrency"] = point["concurrency"]
+    if point.get("requests_sent") is not None:
+        fields["ok"] = f"{point.get('requests_succeeded', '?')}/{point['requests_sent']}"
+    for key, name in (("output_tok_s", "tok/s"), ("output_tok_s_per_gpu", "tok/s/gpu")):
+        if point.get(key) is not None:
+            fields[name] = round(point[key], 1)
+    for key, name in (("ttft_ms", "ttft_p50_ms"), ("tpot_ms", "tpot_p50_ms")):
+        value = (point.get(key) or {}).get("p50")
+        if value is not None:
+            fields[name] = round(value, 1)
+    return fields
 
 
 class _Sink:
@@ -229,6 +263,7 @@ class TerminalConsole(_StreamWriter):
         )
         self._live: Live | None = None
         self._broken = False
+        self._results: list[str] = []  # printed under the end-of-run summary
         self._log = structlog.wrap_logger(
             _Sink(self),
             processors=[
@@ -311,6 +346,11 @@ class TerminalConsole(_StreamWriter):
             ready = f"{row.ready_after:.1f} s" if row.ready_after is not None else "-"
             table.add_row(row.unit, row.node, row.state, str(row.restarts), row.exit, ready)
         self._print(table)
+        for text in self._results:
+            self._print(Text(text), soft_wrap=True)
+
+    def results(self, table: str, data: dict[str, Any]) -> None:
+        self._results.append(table.rstrip("\n"))
 
     def close(self) -> None:
         self._stop_live()

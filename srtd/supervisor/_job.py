@@ -26,7 +26,7 @@ import anyio.abc
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from srtd.errors import EXIT_JOB_FAILED, EXIT_OK, ControlError, LaunchError, PlanError, UsageError
+from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, ControlError, LaunchError, PlanError, UsageError
 from srtd.events import JOURNAL_FORMAT, Event, JobState, JobView, UnitState
 from srtd.launch import ExitStatus, Handle, Launcher
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
@@ -40,6 +40,7 @@ from srtd.supervisor._console import (
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._postmortem import UnitLog, culprit_block, write_postmortem
 from srtd.supervisor._probes import describe
+from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import AttemptEnd, UnitRunner
@@ -77,11 +78,12 @@ class _End:
     reason: str
     culprit: str | None = None
     time_limit: bool = False
+    extra: dict[str, Any] | None = None  # the results gate's facts (the point that failed it)
 
     @property
     def detail(self) -> dict[str, Any] | None:
         """The final job event's detail: the failure's culprit, or that time ran out."""
-        detail: dict[str, Any] = {}
+        detail: dict[str, Any] = dict(self.extra or {})
         if self.culprit:
             detail["culprit"] = self.culprit
         if self.time_limit:
@@ -344,6 +346,7 @@ class Job:
         self.journal.on_write_error = self._journal_unwritable
         self.journal.on_write_resumed = self._journal_writable
         self.journal.listen(self._on_event)
+        self._results = ResultsWatch(self.plan, self.log_dir, self.journal, self.console, self.clock)
         for listener in self._listeners:
             self.journal.listen(listener)
         # Made before the job counts as starting: it imports httpcore.  verify=False: probes
@@ -373,6 +376,7 @@ class Job:
                     tg.start_soon(self._watcher.run)
                     for runner in self.runners.values():
                         tg.start_soon(runner.run)
+                    tg.start_soon(self._results.follow, self.changed)
                     if self.console.progress_interval:
                         tg.start_soon(self._progress, self.console.progress_interval)
                     end = await self._decide()
@@ -427,8 +431,11 @@ class Job:
                 return _End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
             if terminals:
                 if all(r.final for r in terminals):
+                    gate = await self._results.finish([r.unit for r in terminals])
                     worst = max(terminals, key=lambda r: r.exit_for_job or 0)
                     code = worst.exit_for_job or 0
+                    if code == EXIT_OK and gate is not None:
+                        return _End(JobState.FAILED, EXIT_NO_RESULTS, gate.reason, gate.unit, extra=gate.detail)
                     if code == EXIT_OK:
                         return _End(JobState.SUCCEEDED, EXIT_OK, "every terminal unit exited 0")
                     reason = f"terminal unit {worst.name} {worst.failure or f'exited with code {code}'}"

@@ -247,6 +247,10 @@ def summarize(
         "duration_s": round(duration, 4),
         "ttft_ms": distribution_ms([o.ttft for o in good if o.ttft is not None]),
         "latency_ms": distribution_ms([o.latency for o in good]),
+        # time per output token after the first: what a streaming user waits per token
+        "tpot_ms": distribution_ms(
+            [(o.latency - o.ttft) / (o.output_tokens - 1) for o in good if o.ttft is not None and o.output_tokens > 1]
+        ),
         "output_tokens": tokens,
         "output_tokens_per_s": round(tokens / duration, 3) if duration > 0 else None,
         "requests_per_s": round(len(good) / duration, 3) if duration > 0 else None,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from srtd.attach._paths import private_dir, runtime_dir, socket_path
+from srtd.attach._paths import private_dir, socket_path
 from srtd.attach._protocol import BadRequest, Request, parse_request
 from srtd.errors import AttachError
+from srtd.runtime import runtime_dir
 
 
 def test_requests_are_parsed_with_their_defaults() -> None:

@@ -171,7 +171,16 @@ def test_a_local_job_reports_the_post_every_stage_and_the_end_with_the_token(
     assert (seen[0]["body"]["job_id"], seen[0]["body"]["job_name"]) == (job_id, "toy-status")
     puts = seen[1:]
     assert {(r["method"], r["path"]) for r in puts} == {("PUT", f"/api/jobs/{job_id}")}
-    assert [(r["body"]["status"], r["body"].get("stage")) for r in puts] == EVERY_STAGE
+    # the benchmark's point follows its stage, as benchmark_results (docs/results.md)
+    assert [(r["body"]["status"], r["body"].get("stage")) for r in puts] == [
+        *EVERY_STAGE[:-1],
+        ("benchmark", "benchmark"),
+        EVERY_STAGE[-1],
+    ]
+    measured = json.loads((result.log_dir / "results.json").read_text())["points"]
+    points = puts[-2]["body"]["benchmark_results"]["points"]
+    assert [p["output_tokens"] for p in points] == [p["output_tokens"] for p in measured]
+    assert points[0]["requests_succeeded"] == measured[0]["requests_succeeded"] > 0
     started = puts[0]["body"]
     assert started["metadata"]["log_dir"] == str(result.log_dir)
     assert (started["metadata"]["backend_type"], started["metadata"]["frontend_type"]) == ("toy", "toy-router")

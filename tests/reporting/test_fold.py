@@ -163,3 +163,21 @@ def test_a_job_stopped_because_its_time_was_up_ends_as_timeout() -> None:
     feed(None, "cancelled", exit_code=138, reason=reason, detail={"time_limit": True})
     assert feed.statuses()[-1] == ("timeout", "cleanup")
     assert (feed.sent[-1][2]["exit_code"], feed.sent[-1][2]["message"]) == (138, reason)
+
+
+def test_each_result_point_is_sent_as_benchmark_results_with_every_point_so_far() -> None:
+    feed = Feed(StageFold(FULL))
+    start_all(feed)
+    feed("benchmark", "stopped", exit_code=0)
+    before = len(feed.sent)
+    first, second = {"concurrency": 1, "output_tok_s": 10.0}, {"concurrency": 4, "output_tok_s": 35.5}
+    feed("benchmark", "stopped", prev="stopped", detail={"result": first, "point": 0})
+    feed("benchmark", "stopped", prev="stopped", detail={"result": second, "point": 1})
+    feed(None, "stopping", reason="every terminal unit exited 0")
+    feed(None, "succeeded", exit_code=0)
+    sent = [b for _, _, b in feed.sent[before:]]
+    assert [(b["status"], b["stage"]) for b in sent[:2]] == [("benchmark", "benchmark"), ("benchmark", "benchmark")]
+    assert sent[0]["benchmark_results"] == {"format": 1, "unit": "benchmark", "points": [first]}
+    assert sent[1]["benchmark_results"] == {"format": 1, "unit": "benchmark", "points": [first, second]}
+    assert "benchmark_results" not in sent[2]  # the final PUT keeps what the last one set
+    assert sent[2]["status"] == "completed"

@@ -1,0 +1,64 @@
+"""`srtd results LOG_DIR...`: what the benchmarks of one or many jobs measured, in one table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from srtd.cli._main import cli
+from srtd.errors import UsageError
+
+if TYPE_CHECKING:
+    from srtd.results import Results
+
+
+def load_results(log_dir: Path) -> Results:
+    from pydantic import ValidationError
+
+    from srtd.results import RESULTS_NAME, Results
+
+    path = log_dir / RESULTS_NAME if log_dir.is_dir() else log_dir
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read: {e.strerror} (was its benchmark read by srtd?)") from None
+    try:
+        return Results.model_validate_json(text)
+    except ValidationError as e:
+        first = str(e).splitlines()[0]
+        raise UsageError(f"{path}: not a results.json written by srtd ({first})") from None
+
+
+@cli.command()
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Every row as JSON (one object with a `rows` list).")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write throughput per GPU vs median TPOT and vs concurrency (.png or .svg; needs srtd[plots]).",
+)
+def results(log_dirs: tuple[Path, ...], as_json: bool, plot: Path | None) -> None:
+    """One table of every point the jobs in LOG_DIRS measured (their results.json), sorted
+    by the sweep's values and concurrency; a sweep's parameters are columns."""
+    from srtd.results import render, rows_of
+
+    loaded = [load_results(d) for d in log_dirs]
+    rows = rows_of(loaded)
+    if plot is not None:
+        from srtd.results import plot as draw
+
+        draw(rows, plot)
+    if as_json:
+        document = {"format": 1, "rows": [r.as_json() for r in rows], "plot": str(plot) if plot else None}
+        click.echo(json.dumps(document, indent=2))
+        return
+    failed = [r for r in loaded if not r.verdict.ok]
+    click.echo(render(rows, title=f"{len(rows)} points from {len(loaded)} jobs"), nl=False)
+    for r in failed:
+        click.echo(f"{r.job_id}: {r.verdict.reason}")
+    if plot is not None:
+        click.echo(f"plot written to {plot}")

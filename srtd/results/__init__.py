@@ -1,0 +1,36 @@
+"""Results: what a benchmark measured, read into one contract (docs/results.md).
+
+The supervisor calls `collect` once a benchmark unit with a `ResultsSpec` has ended
+(the spec is plan data: which reader, which path); it never names a benchmark.
+`srtd results` reads `results.json` files back, tabulates and plots them.
+"""
+
+from srtd.results._gate import collect, judge, point_problem, resolve, write_results
+from srtd.results._plot import pareto, plot
+from srtd.results._readers import READERS, Reading, read, sa_bench_point, sweep_values
+from srtd.results._schema import RESULTS_FORMAT, RESULTS_NAME, Point, Results, Stat, Verdict
+from srtd.results._table import Row, render, rows_of
+
+__all__ = [
+    "READERS",
+    "RESULTS_FORMAT",
+    "RESULTS_NAME",
+    "Point",
+    "Reading",
+    "Results",
+    "Row",
+    "Stat",
+    "Verdict",
+    "collect",
+    "judge",
+    "pareto",
+    "plot",
+    "point_problem",
+    "read",
+    "render",
+    "resolve",
+    "rows_of",
+    "sa_bench_point",
+    "sweep_values",
+    "write_results",
+]

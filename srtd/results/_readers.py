@@ -1,0 +1,239 @@
+"""Readers: one per results format, named by a benchmark row's `ResultsSpec.reader`.
+
+`READERS` is the table (a reader's name is compared here and nowhere else).  Each
+reader turns a benchmark's own files into `Point`s, or says why it could not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from srtd.results._schema import Point, Stat
+
+
+@dataclass(frozen=True)
+class Reading:
+    points: tuple[Point, ...]
+    problem: str | None = None  # set when nothing could be read (missing, unreadable)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    number = _num(value)
+    return int(number) if number is not None else None
+
+
+def _stat(mean: Any = None, p50: Any = None, p99: Any = None) -> Stat | None:
+    stat = Stat(mean=_num(mean), p50=_num(p50), p99=_num(p99))
+    return None if stat == Stat() else stat
+
+
+def _load(path: Path) -> Any:
+    """The JSON at `path`; OSError / ValueError name the file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
+
+
+# --------------------------------------------------------------------------- srtd's benchmark.json
+
+
+def _srtd_point(doc: Mapping[str, Any], source: str) -> Point:
+    """srtd-toy-bench's shape: requests / succeeded / errors, `*_ms` as {avg, p50, p99}."""
+
+    def dist(key: str) -> Stat | None:
+        value = doc.get(key)
+        if not isinstance(value, Mapping):
+            return None
+        return _stat(value.get("avg", value.get("mean")), value.get("p50"), value.get("p99"))
+
+    sent = _int(doc.get("requests"))
+    failed = _int(doc.get("errors"))
+    succeeded = _int(doc.get("succeeded"))
+    if succeeded is None and sent is not None and failed is not None:
+        succeeded = sent - failed
+    return Point(
+        concurrency=_int(doc.get("concurrency")),
+        requests_sent=sent,
+        requests_succeeded=succeeded,
+        requests_failed=failed,
+        duration_s=_num(doc.get("duration_s")),
+        output_tokens=_int(doc.get("output_tokens")),
+        output_tok_s=_num(doc.get("output_tokens_per_s")),
+        request_throughput=_num(doc.get("requests_per_s")),
+        ttft_ms=dist("ttft_ms"),
+        tpot_ms=dist("tpot_ms"),
+        itl_ms=dist("itl_ms"),
+        e2e_ms=dist("latency_ms"),
+        source=source,
+    )
+
+
+def _aiperf_level(level: Mapping[str, Any], source: str) -> Point:
+    """srtd-aiperf's `levels`: counts from aiperf's per-request export, a few statistics."""
+    sent, failed = _int(level.get("requests")), _int(level.get("errors"))
+    return Point(
+        concurrency=_int(level.get("concurrency")),
+        requests_sent=sent,
+        requests_succeeded=sent - failed if sent is not None and failed is not None else None,
+        requests_failed=failed,
+        output_tok_s=_num(level.get("output_tokens_per_s")),
+        ttft_ms=_stat(p50=level.get("ttft_p50_ms"), p99=level.get("ttft_p99_ms")),
+        itl_ms=_stat(mean=level.get("itl_avg_ms")),
+        source=source,
+    )
+
+
+def read_srtd(path: Path) -> Reading:
+    """One point (srtd-toy-bench), `{"points": [...]}` of them, or srtd-aiperf's `levels`."""
+    doc = _load(path)
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"{path}: not a JSON object")  # noqa: TRY004 - bad data, reported as such
+    source = str(path)
+    if isinstance(doc.get("points"), list):
+        return Reading(tuple(_srtd_point(p, source) for p in doc["points"] if isinstance(p, Mapping)))
+    if isinstance(doc.get("levels"), list):
+        return Reading(tuple(_aiperf_level(lv, source) for lv in doc["levels"] if isinstance(lv, Mapping)))
+    return Reading((_srtd_point(doc, source),))
+
+
+# --------------------------------------------------------------------------- sa-bench
+
+
+def sa_bench_point(doc: Mapping[str, Any], source: str) -> Point:
+    """One `benchmark_serving.py --save-result` file (vLLM's field names)."""
+
+    def dist(metric: str) -> Stat | None:
+        return _stat(doc.get(f"mean_{metric}_ms"), doc.get(f"median_{metric}_ms"), doc.get(f"p99_{metric}_ms"))
+
+    sent = _int(doc.get("num_prompts"))
+    succeeded = _int(doc.get("completed"))
+    errors = doc.get("errors")
+    failed: int | None = None
+    if isinstance(errors, list):
+        failed = sum(1 for e in errors if e)
+    elif sent is not None and succeeded is not None:
+        failed = sent - succeeded
+    if sent is None and succeeded is not None and failed is not None:
+        sent = succeeded + failed
+    return Point(
+        concurrency=_int(doc.get("max_concurrency")),
+        requests_sent=sent,
+        requests_succeeded=succeeded,
+        requests_failed=failed,
+        duration_s=_num(doc.get("duration")),
+        output_tokens=_int(doc.get("total_output_tokens")),
+        output_tok_s=_num(doc.get("output_throughput")),
+        request_throughput=_num(doc.get("request_throughput")),
+        ttft_ms=dist("ttft"),
+        tpot_ms=dist("tpot"),
+        itl_ms=dist("itl"),
+        e2e_ms=dist("e2el"),
+        source=source,
+    )
+
+
+def read_sa_bench(path: Path) -> Reading:
+    """Every result file of the directory (not the `.pytorch.json` copies), by concurrency."""
+    if not path.is_dir():
+        raise FileNotFoundError(path)
+    files = sorted(p for p in path.glob("*.json") if not p.name.endswith(".pytorch.json"))
+    points = []
+    for file in files:
+        doc = _load(file)
+        if isinstance(doc, Mapping):
+            points.append(sa_bench_point(doc, str(file)))
+    points.sort(key=lambda p: (p.concurrency is None, p.concurrency or 0, p.source))
+    return Reading(tuple(points))
+
+
+# --------------------------------------------------------------------------- srt-slurm's rollup
+
+
+def read_rollup(path: Path) -> Reading:
+    """srt-slurm's `benchmark-rollup.json` (mlperf): one point per entry of `runs`."""
+    doc = _load(path)
+    runs = doc.get("runs") if isinstance(doc, Mapping) else None
+    if not isinstance(runs, list):
+        raise ValueError(f"{path}: no `runs` list")  # noqa: TRY004 - bad data, reported as such
+    points = []
+    for run in runs:
+        if not isinstance(run, Mapping):
+            continue
+        perf = (run.get("metrics") or {}).get("performance") or {}
+        succeeded = _int(run.get("completed_requests", perf.get("samples_completed")))
+        failed = _int(perf.get("samples_failed"))
+        sent = _int(perf.get("samples_issued"))
+        ttft, tpot, e2e = (perf.get(k) or {} for k in ("ttft", "tpot", "latency"))
+        points.append(
+            Point(
+                concurrency=_int(run.get("concurrency")),
+                requests_sent=sent,
+                requests_succeeded=succeeded,
+                requests_failed=failed,
+                duration_s=_num(perf.get("duration_s")),
+                output_tok_s=_num(run.get("throughput_toks")),
+                request_throughput=_num(run.get("request_throughput")),
+                ttft_ms=_stat(run.get("ttft_mean_ms"), ttft.get("median_ms"), run.get("ttft_p99_ms")),
+                tpot_ms=_stat(run.get("tpot_mean_ms"), tpot.get("median_ms"), run.get("tpot_p99_ms")),
+                e2e_ms=_stat(run.get("e2el_mean_ms"), e2e.get("median_ms"), e2e.get("p99_ms")),
+                source=str(path),
+            )
+        )
+    return Reading(tuple(points))
+
+
+READERS: dict[str, Callable[[Path], Reading]] = {
+    "srtd": read_srtd,
+    "sa-bench": read_sa_bench,
+    "rollup": read_rollup,
+}
+
+
+def read(reader: str, path: Path, gpus: int) -> Reading:
+    """The points at `path`, with throughput per GPU filled in; never raises for bad files."""
+    read_one = READERS.get(reader)
+    if read_one is None:
+        return Reading((), f"no results reader {reader!r} (known: {', '.join(READERS)})")
+    try:
+        reading = read_one(path)
+    except FileNotFoundError:
+        return Reading((), f"no results at {path}")
+    except ValueError as e:
+        return Reading((), str(e))
+    if gpus <= 0:
+        return reading
+    points = tuple(
+        p.model_copy(update={"output_tok_s_per_gpu": round(p.output_tok_s / gpus, 3)})
+        if p.output_tok_s is not None
+        else p
+        for p in reading.points
+    )
+    return Reading(points, reading.problem)
+
+
+_SWEEP_SPLIT = re.compile(r",(?=[A-Za-z_][\w.-]*=)")
+
+
+def sweep_values(variant: str | None) -> dict[str, str]:
+    """`concurrency=4,mrr=16` (the last `/` part of a sweep variant's name) as a mapping."""
+    if not variant:
+        return {}
+    label = variant.rsplit("/", 1)[-1]
+    pairs = [part.split("=", 1) for part in _SWEEP_SPLIT.split(label)]
+    if not all(len(p) == 2 for p in pairs):
+        return {}
+    return dict(pairs)
