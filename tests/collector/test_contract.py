@@ -187,7 +187,7 @@ async def test_writes_need_the_write_token_and_reads_the_read_or_write_token(sto
                 assert answer.status_code == 401, (method, path)
                 assert answer.headers["WWW-Authenticate"] == "Bearer"
                 assert answer.json()["error"].startswith("a write token is needed")
-        for path in ("/api/jobs", "/api/jobs/t", "/api/events", "/api/jobs/t/events"):
+        for path in ("/api/jobs", "/api/jobs/t", "/api/events", "/api/jobs/t/events", "/", "/jobs/t", "/sweeps/s"):
             assert (await nobody.get(path)).status_code == 401, path
         assert (await reader.get("/api/jobs")).json() == {"jobs": []}
     async with client_for(store, tokens, "wrong") as wrong:
