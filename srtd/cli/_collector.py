@@ -41,7 +41,10 @@ def _need_extra() -> None:
 )
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Say where it listens as one JSON line.")
-def collector(db_path: Path, host: str, port: int, as_json: bool) -> None:
+@click.option(
+    "--demo", is_flag=True, help="Also run a few local toy jobs reporting to it (a sweep, a failure): a populated page."
+)
+def collector(db_path: Path, host: str, port: int, as_json: bool, demo: bool) -> None:
     """Collect the status of jobs (srtd's and srtctl's reporters) and show them at http://HOST:PORT/.
 
     Writes need $SRTD_COLLECTOR_TOKEN as a bearer token when it is set; reads (the
@@ -62,4 +65,16 @@ def collector(db_path: Path, host: str, port: int, as_json: bool) -> None:
         if tokens.read is None and tokens.write is not None:
             click.echo(f"srtd collector: reads are open; set {READ_TOKEN_ENV} to protect them", err=True)
 
-    serve(db_path, host, port, tokens, routes=ROUTES, ready=ready)
+    beside = None
+    if demo:
+        from srtd.collector._demo import fill
+
+        def say(line: str) -> None:
+            click.echo(line, err=True)
+
+        workdir = db_path.with_name(db_path.name + ".demo")
+
+        async def beside(url: str) -> None:
+            await fill(url, workdir, tokens.write, say)
+
+    serve(db_path, host, port, tokens, routes=ROUTES, ready=ready, beside=beside)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -77,14 +77,27 @@ def serve(
     *,
     routes: list[BaseRoute] | None = None,
     ready: Callable[[str], None] | None = None,
+    beside: Callable[[str], Awaitable[object]] | None = None,
 ) -> None:
-    """Listen until SIGINT/SIGTERM.  No access log: request lines would be noise at scale."""
+    """Listen until SIGINT/SIGTERM.  No access log: request lines would be noise at scale.
+
+    `beside(url)`: a task run once the collector listens (the demo's jobs).
+    """
     check_bind(host, tokens)
     store = open_store(db_path)
     app = create_app(store, tokens, routes)
     _logging()
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
-    server = _Server(config, ready)
+    started = anyio.Event()
+    where: list[str] = []
+
+    def announce(url: str) -> None:
+        where.append(url)
+        started.set()
+        if ready is not None:
+            ready(url)
+
+    server = _Server(config, announce)
     try:
         listening = _bind(host, port)
     except BaseException:
@@ -92,7 +105,16 @@ def serve(
         raise
 
     async def main() -> None:
-        await server.serve(sockets=[listening])
+        async with anyio.create_task_group() as tg:
+            if beside is not None:
+
+                async def run_beside() -> None:
+                    await started.wait()
+                    await beside(where[0])
+
+                tg.start_soon(run_beside)
+            await server.serve(sockets=[listening])
+            tg.cancel_scope.cancel()
 
     try:
         anyio.run(main)

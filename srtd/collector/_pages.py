@@ -186,9 +186,12 @@ async def sweep_page(request: Request) -> Response:
         points = [
             (variant_of(j) or j["job_id"], results[j["job_id"]][metric]) for j in jobs if metric in results[j["job_id"]]
         ]
-        if len(points) > 1:
+        if len(points) > 1 and len({v for _, v in points}) > 1:  # a constant says nothing plotted
             charts.append(metric_chart(metric, points))
-    body = f'<p class="count">{len(jobs)} points</p>{compared}<div class="charts">{"".join(charts)}</div>'
+    body = (
+        f'<p class="count">{len(jobs)} points</p><div class="wide">{compared}</div>'
+        f'<h2>what changed across the sweep</h2><div class="charts">{"".join(charts)}</div>'
+    )
     return _fragment(request, f"sweep {name}", body, feed="/api/events", cursor=store.last_seq())
 
 

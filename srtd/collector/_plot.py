@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-WIDTH, HEIGHT, PAD = 420, 180, 36
+WIDTH, HEIGHT, PAD = 420, 180, 48
 
 
 def _scale(value: float, low: float, high: float, size: float) -> float:

@@ -5,6 +5,7 @@ Runs local srtd jobs: wrap in `flock /tmp/srtd-ports.lock` on a shared machine.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -177,3 +178,55 @@ def test_without_the_extra_the_command_says_how_to_get_it_and_plan_never_imports
         [sys.executable, "-c", plan, str(example)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.splitlines()[-1] == "LOADED []", done.stderr
+
+
+def test_twenty_jobs_reporting_at_once_are_all_recorded_with_every_unit_event(tmp_path: Path) -> None:
+    env = collector_env(SRTD_COLLECTOR_TOKEN=TOKEN)
+    job_env = {**{k: v for k, v in env.items() if not k.startswith("SLURM_")}, "SRTCTL_STATUS_TOKEN": TOKEN}
+    del job_env["SRTD_COLLECTOR_TOKEN"]
+    with collector(tmp_path / "c.db", env=env) as running:
+        recipe_path = tmp_path / "short.yaml"
+        recipe_path.write_text(SHORT_JOB + f"reporting:\n  status:\n    endpoint: {running.url}\n    units: true\n")
+        runs = []
+        for i in range(20):
+            log_dir = tmp_path / f"logs-{i}"
+            argv = [sys.executable, "-m", "srtd", "run", str(recipe_path), "--log-dir", str(log_dir)]
+            proc = subprocess.Popen(argv, env=job_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            runs.append((proc, log_dir))
+        for proc, _ in runs:
+            _, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err
+        jobs = {j["job_id"]: j for j in httpx.get(f"{running.url}/api/jobs").json()["jobs"]}
+        journals = {
+            job_id: httpx.get(f"{running.url}/api/srtd/jobs/{job_id}/journal").json()["events"] for job_id in jobs
+        }
+    assert len(jobs) == 20
+    assert {(j["status"], j["exit_code"]) for j in jobs.values()} == {("completed", 0)}
+    for _, log_dir in runs:
+        job_id = job_id_of_log(log_dir)
+        on_disk = [json.loads(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
+        assert journals[job_id] == on_disk, job_id
+
+
+def job_id_of_log(log_dir: Path) -> str:
+    return str(json.loads((log_dir / "plan.json").read_text())["job_id"])
+
+
+def test_the_demo_fills_a_collector_with_a_sweep_and_a_failure(tmp_path: Path) -> None:
+    with collector(tmp_path / "c.db", None, None, "--demo") as running:
+        deadline = time.monotonic() + 180
+        while "demo: " not in running.stderr.read_text() or " jobs ran as expected" not in running.stderr.read_text():
+            assert running.proc.poll() is None, running.stderr.read_text()
+            assert time.monotonic() < deadline, running.stderr.read_text()
+            time.sleep(0.2)
+        jobs = httpx.get(f"{running.url}/api/jobs").json()["jobs"]
+        failing = next(j for j in jobs if j["job_name"] == "demo-failing-infra")
+        journal = httpx.get(f"{running.url}/api/srtd/jobs/{failing['job_id']}/journal").json()["events"]
+        sweep_page = httpx.get(f"{running.url}/sweeps/demo-toy-sweep").text
+    assert "demo: 4 of 4 jobs ran as expected" in running.stderr.read_text()
+    sweep = sorted((j["metadata"]["variant"], j["status"]) for j in jobs if j["job_name"] == "demo-toy-sweep")
+    assert sweep == [("concurrency=1", "completed"), ("concurrency=2", "completed"), ("concurrency=4", "completed")]
+    assert all(j["benchmark_results"]["succeeded"] == 24 for j in jobs if j["job_name"] == "demo-toy-sweep")
+    assert (failing["status"], failing["exit_code"]) == ("failed", 1)
+    assert next(e["unit"] for e in journal if e.get("unit") and e["state"] == "failed") == "service_model_cache"
+    assert 'data-metric="output_tokens_per_s"' in sweep_page
