@@ -209,5 +209,5 @@ def bench(session: nox.Session) -> None:
     `nox -s bench` runs every scenario; `nox -s bench -- readiness peers` a few; `-- --quick`
     a smoke run.  supervisord, circus and matplotlib are installed here only.
     """
-    session.install("-e", ".", "supervisor", "circus", "matplotlib")
+    session.install("-e", ".[collector]", "supervisor", "circus", "matplotlib")
     session.run("python", "-m", "benchmarks", *session.posargs)
