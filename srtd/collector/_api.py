@@ -169,5 +169,6 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
-    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    # Starlette re-raises the exception after this answer goes out, and uvicorn logs its traceback.
+    log.error("internal error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
     return JSONResponse({"error": "internal error in the collector", "detail": []}, status_code=500)

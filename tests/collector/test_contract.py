@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from srtd.collector import SCHEMA_VERSION, Store, Tokens, open_db
+from srtd.collector import SCHEMA_VERSION, Store, Tokens, create_app, open_db
 from srtd.collector._store import MIGRATIONS, SchemaTooNew
 from tests.collector.conftest import READ, WRITE, client_for
 
@@ -266,3 +266,13 @@ def test_a_version_1_file_is_migrated_on_open_and_a_newer_one_refused(tmp_path: 
     migrated.close()
     with pytest.raises(SchemaTooNew, match="schema version 99, this collector knows up to 2"):
         open_db(path)
+
+
+async def test_a_bug_in_the_collector_is_a_json_500_without_a_traceback(store: Store) -> None:
+    store.db.close()  # every statement now raises sqlite3.ProgrammingError
+    app = create_app(store, Tokens())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # as uvicorn: answer, then log
+    async with httpx.AsyncClient(transport=transport, base_url="http://collector") as api:
+        answer = await api.put("/api/jobs/x", json=put("workers"))
+    assert (answer.status_code, answer.json()) == (500, {"error": "internal error in the collector", "detail": []})
+    assert "Traceback" not in answer.text
