@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -56,7 +58,16 @@ def _logging() -> None:
 
 
 class _Server(uvicorn.Server):
-    """Says where it listens once the socket is bound (port 0 picks one)."""
+    """Says where it listens once the socket is bound (port 0 picks one).
+
+    Signals are the collector's (`_stop_on_signal`), not uvicorn's: uvicorn would raise a
+    captured SIGTERM again once it stopped, ending the process before the demo's jobs
+    have had their teardown.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
     def __init__(self, config: uvicorn.Config, ready: Callable[[str], None] | None) -> None:
         super().__init__(config)
@@ -106,6 +117,7 @@ def serve(
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, server)
             if beside is not None:
 
                 async def run_beside() -> None:
@@ -121,6 +133,13 @@ def serve(
     finally:
         listening.close()
         store.close()
+
+
+async def _stop_on_signal(server: uvicorn.Server) -> None:
+    """SIGINT or SIGTERM: a graceful stop (open requests finish, then the beside task is cancelled)."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            server.should_exit = True
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -10,6 +10,7 @@ The jobs are ordinary `srtd run` processes; their log directories go beside the 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import anyio
 
 DEMO = Path(__file__).with_name("demo")
 PLACEHOLDER = "http://127.0.0.1:8080"
+STOP_WAIT = 20.0  # seconds a demo job gets to tear down when the collector stops
 # (recipe, variant) in the order they run
 JOBS = (
     ("toy-sweep.yaml", "concurrency=1"),
@@ -34,6 +36,28 @@ def _environment(token: str | None) -> dict[str, str]:
     return env
 
 
+async def _run_job(argv: list[str], token: str | None) -> tuple[int, str]:
+    """One `srtd run`; its exit code and last line of stderr.  Cancelled (the collector is
+    stopping): the job gets SIGTERM and its tiered teardown, never a SIGKILL that would
+    leave its units behind."""
+    async with await anyio.open_process(
+        argv, env=_environment(token), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            err = bytearray()
+            async for chunk in proc.stderr:
+                err += chunk
+            code = await proc.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_WAIT):
+                proc.terminate()
+                await proc.wait()
+            raise
+    lines = err.decode(errors="replace").strip().splitlines()
+    return code, lines[-1] if lines else ""
+
+
 async def fill(url: str, workdir: Path, token: str | None, say: Callable[[str], None]) -> int:
     """Run the demo jobs against `url`; the number that ran as expected (the failing one fails)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -46,12 +70,11 @@ async def fill(url: str, workdir: Path, token: str | None, say: Callable[[str], 
         if variant is not None:
             argv += ["--variant", variant]
         say(f"demo: running {name}" + (f" [{variant}]" if variant else ""))
-        done = await anyio.run_process(argv, env=_environment(token), check=False)
+        code, tail = await _run_job(argv, token)
         wanted = 1 if name == "failing.yaml" else 0
-        if done.returncode == wanted:
+        if code == wanted:
             expected += 1
         else:
-            tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            say(f"demo: {name} exited {done.returncode}: {tail[0]}")
+            say(f"demo: {name} exited {code}: {tail}")
     say(f"demo: {expected} of {len(JOBS)} jobs ran as expected; browse {url}/")
     return expected

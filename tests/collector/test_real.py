@@ -18,6 +18,7 @@ import pytest
 from tests.collector.helpers import collector, collector_env, free_port
 from tests.reporting import EVERY_STAGE
 from tests.reporting.test_collector_e2e import SHORT_JOB, job_id_of, recipe, run, token_in
+from tests.supervisor.helpers import assert_no_leftovers, leftover_processes
 
 pytestmark = pytest.mark.slow
 TOKEN = f"collector-test-token-{uuid.uuid4().hex}"
@@ -230,3 +231,18 @@ def test_the_demo_fills_a_collector_with_a_sweep_and_a_failure(tmp_path: Path) -
     assert (failing["status"], failing["exit_code"]) == ("failed", 1)
     assert next(e["unit"] for e in journal if e.get("unit") and e["state"] == "failed") == "service_model_cache"
     assert 'data-metric="output_tokens_per_s"' in sweep_page
+
+
+def test_stopping_the_demo_collector_stops_its_job_and_leaves_no_process(tmp_path: Path) -> None:
+    tag = f"demo-stop-{uuid.uuid4().hex}"
+    with collector(tmp_path / "c.db", None, collector_env(LEFTOVER_TAG=tag), "--demo") as running:
+        deadline = time.monotonic() + 120
+        while "[concurrency=2]" not in running.stderr.read_text():  # the second job is starting
+            assert running.proc.poll() is None, running.stderr.read_text()
+            assert time.monotonic() < deadline, running.stderr.read_text()
+            time.sleep(0.1)
+        time.sleep(1.0)  # its units are up
+        assert leftover_processes(tag)  # the job and its units carry the tag
+        running.proc.terminate()
+        assert running.proc.wait(timeout=60) == 0
+    assert_no_leftovers(tag, wait=10)
