@@ -1,6 +1,6 @@
 """The collector under a PUT storm: 1000 status updates from 20 jobs at once, each timed.
 
-A real `srtd collector` process (write token set, SQLite in WAL with synchronous=FULL
+A real `srtd collector` process (write token set, SQLite in WAL with synchronous=NORMAL
 in a temporary directory) on a free loopback port; 20 reporters at once, one kept-alive
 connection per job with one request in flight (as srtd's reporter sends), offering
 `RATE` PUTs per second in all: 1000 in 2.5 s.  The client writes the requests as bytes

@@ -292,7 +292,7 @@ def _collector(r: dict[str, Any]) -> list[str]:
     out = _head(
         "Collector under a PUT storm",
         r,
-        f"`srtd collector` (write token, SQLite WAL with synchronous=FULL on {r['filesystem']}) takes PUTs"
+        f"`srtd collector` (write token, SQLite WAL with synchronous=NORMAL on {r['filesystem']}) takes PUTs"
         f" from {r['jobs']} jobs reporting at once, one kept-alive connection and one request in flight per job"
         " (as srtd's reporter sends); each PUT timed at the client, from sending to the whole answer. The"
         " storm offers 1000 PUTs in 2.5 s; the flat-out run sends each job's next PUT as soon as the last is"

@@ -1,8 +1,11 @@
 """The collector's store: one SQLite file in WAL mode, its schema versioned and migrated on open.
 
-Every write is one short transaction committed before the answer goes out, with
-`synchronous=FULL`: what a reporter was told is recorded survives the collector
-being killed, restarted, or the machine losing power.  The calls are made on the
+Every write is one short transaction committed before the answer goes out, in WAL
+mode with `synchronous=NORMAL`: what a reporter was told is recorded survives the
+collector being killed or restarted (the commit is in the WAL file before the answer);
+only the last commits before a power cut or a kernel crash can be lost, the price of
+not waiting for an fsync per request, which under the disk traffic of the jobs
+themselves stalls every request for tens of milliseconds.  The calls are made on the
 event loop itself: each is a few hundred microseconds against a local file, one
 writer at a time, which is cheaper than handing them to a thread and back
 (docs/collector.md, why SQLite; benchmarks/ measures it).
@@ -104,7 +107,7 @@ def open_db(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.row_factory = sqlite3.Row
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA foreign_keys=ON")
     db.execute("PRAGMA busy_timeout=5000")
     migrate(db)

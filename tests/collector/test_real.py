@@ -187,7 +187,10 @@ def test_twenty_jobs_reporting_at_once_are_all_recorded_with_every_unit_event(tm
     del job_env["SRTD_COLLECTOR_TOKEN"]
     with collector(tmp_path / "c.db", env=env) as running:
         recipe_path = tmp_path / "short.yaml"
-        recipe_path.write_text(SHORT_JOB + f"reporting:\n  status:\n    endpoint: {running.url}\n    units: true\n")
+        # Each job runs for 3 s: they all report at once, and their end is not within the
+        # second their 20 interpreters start in (then the final word's 0.5 s may not do)
+        job = SHORT_JOB.replace("time.sleep(0.5)", "time.sleep(3)")
+        recipe_path.write_text(job + f"reporting:\n  status:\n    endpoint: {running.url}\n    units: true\n")
         runs = []
         for i in range(20):
             log_dir = tmp_path / f"logs-{i}"
