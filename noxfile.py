@@ -1,7 +1,8 @@
 """Developer sessions: `nox` runs lint, typecheck and tests; `nox -s dynamo` the real Dynamo
-stack; `nox -s slurm` the Slurm tests on a real dev cluster.
+stack; `nox -s slurm` the Slurm tests on a real dev cluster; `nox -s browser` the collector's
+dashboard in Debian's chromium.
 
-CI (.ci/run) runs all three.
+CI (.ci/run) runs all of them.
 """
 
 from __future__ import annotations
@@ -143,19 +144,24 @@ def _apt(session: nox.Session) -> dict[str, str]:
         path = os.pathsep.join([os.environ.get("PATH", ""), *APT_DIRS])
         return shutil.which(exe, path=path)
 
-    missing = [pkg for exe, pkg in APT.items() if find(exe) is None]
-    if missing:
-        if shutil.which("apt-get") is None:
-            session.error(f"{', '.join(missing)} missing and there is no apt-get: install them first")
-        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-        env = {"DEBIAN_FRONTEND": "noninteractive"}
-        session.run(*sudo, "apt-get", "update", "-q", external=True, env=env)
-        session.run(*sudo, "apt-get", "install", "-y", "-q", *missing, external=True, env=env)
+    _apt_get(session, [pkg for exe, pkg in APT.items() if find(exe) is None])
     found = {exe: find(exe) for exe in APT}
     absent = [f"{exe} ({APT[exe]})" for exe, path in found.items() if path is None]
     if absent:
         session.error(f"still missing after apt-get: {', '.join(absent)}")
     return {exe: str(path) for exe, path in found.items()}
+
+
+def _apt_get(session: nox.Session, missing: list[str]) -> None:
+    """Install Debian packages (after `apt-get update`); nothing when none is missing."""
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        session.error(f"{', '.join(missing)} missing and there is no apt-get: install them first")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run(*sudo, "apt-get", "update", "-q", external=True, env=env)
+    session.run(*sudo, "apt-get", "install", "-y", "-q", *missing, external=True, env=env)
 
 
 def _write_env_file(dynamo_venv: Path, aiperf_venv: Path, binaries: dict[str, str]) -> None:
@@ -180,6 +186,22 @@ def slurm(session: nox.Session) -> None:
     session.run("pytest", "-q", "tests/slurm", *session.posargs, env={"SRTD_TEST_SLURM": "1"})
 
 
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright drives it, never a browser of its own
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """The collector's dashboard in a real browser (tests/browser): Debian's chromium, headless, via Playwright.
+
+    Installs chromium with apt-get when it is missing and the playwright package (no browser
+    download: the tests launch /usr/bin/chromium); screenshots go to docs/img.
+    """
+    _apt_get(session, [] if CHROMIUM.exists() else ["chromium"])
+    session.install("-e", ".[dev,browser]")
+    env = {"SRTD_TEST_BROWSER": "1", "SRTD_SCREENSHOTS": str(ROOT / "docs" / "img")}
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/browser", *session.posargs, env=env)
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks (never in the default sessions or CI): results/*.json and docs/performance.md.
@@ -187,5 +209,5 @@ def bench(session: nox.Session) -> None:
     `nox -s bench` runs every scenario; `nox -s bench -- readiness peers` a few; `-- --quick`
     a smoke run.  supervisord, circus and matplotlib are installed here only.
     """
-    session.install("-e", ".", "supervisor", "circus", "matplotlib")
+    session.install("-e", ".[collector]", "supervisor", "circus", "matplotlib")
     session.run("python", "-m", "benchmarks", *session.posargs)

@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from benchmarks import _latency, _peers, _plan, _watching
+    from benchmarks import _collector, _latency, _peers, _plan, _watching
 
     return {
         "exits": _latency.exits,
@@ -35,6 +35,7 @@ def scenarios() -> dict[str, Scenario]:
         "watching": _watching.watching,
         "plan": _plan.plan_speed,
         "peers": _peers.peers,
+        "collector": _collector.put_storm,
     }
 
 

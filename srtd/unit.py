@@ -308,6 +308,15 @@ class StatusReporting(_Frozen):
     job_id_prefix: str = ""  # the collector knows the job as prefix + job id
     cluster: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)  # sent with the first PUT of a run
+    units: bool = False  # also send the journal's events to srtd's extension route (srtd collector)
+
+    @model_serializer(mode="wrap")
+    def _omit_units_off(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Plans that do not send the journal keep the exact JSON they had before `units` existed.
+        data: dict[str, Any] = handler(self)
+        if data.get("units") is False:
+            del data["units"]
+        return data
 
 
 # --------------------------------------------------------------------------- the plan

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
     from srtd.attach._protocol import event_of, snapshot_message, view_of
     from srtd.attach._server import serve
-    from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, write_svg
+    from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, svg_text, write_svg
     from srtd.attach._timeline import build as build_timeline
     from srtd.attach._view import clock_time, render_view
 
@@ -29,7 +29,9 @@ _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
     **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
     "serve": ("_server", "serve"),
-    **{n: ("_timeline", n) for n in ("SVG_NAME", "Timeline", "gantt_width", "render_timeline", "write_svg")},
+    **{
+        n: ("_timeline", n) for n in ("SVG_NAME", "Timeline", "gantt_width", "render_timeline", "svg_text", "write_svg")
+    },
     "build_timeline": ("_timeline", "build"),
     **{n: ("_view", n) for n in ("clock_time", "render_view")},
 }
@@ -59,6 +61,7 @@ __all__ = [
     "running_jobs",
     "serve",
     "snapshot_message",
+    "svg_text",
     "view_of",
     "write_svg",
 ]

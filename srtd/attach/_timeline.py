@@ -318,8 +318,13 @@ def _results_text(marks: Sequence[ResultMark]) -> Text:
     return text
 
 
-def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
+def svg_text(timeline: Timeline, width: int = 160) -> str:
+    """The timeline as an SVG document (rich's own export), for a file or a web page."""
     console = Console(record=True, width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     console.print(render_timeline(timeline, width=gantt_width(width)))
-    console.save_svg(str(path), title=f"srtd timeline: {timeline.name} (job {timeline.job_id})")
+    return console.export_svg(title=f"srtd timeline: {timeline.name} (job {timeline.job_id})")
+
+
+def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
+    path.write_text(svg_text(timeline, width), encoding="utf-8")
     return path

@@ -52,12 +52,14 @@ def status_reporting(
     token_env = DEFAULT_TOKEN_ENV
     prefix = ""
     interval: float | None = None
+    units = False
     for layer in layers:  # cluster first, the recipe over it
         named = _endpoints(layer)
         endpoints = named if named is not None else endpoints
         token_env = layer.token_env or token_env
         prefix = layer.job_id_prefix if layer.job_id_prefix is not None else prefix
         interval = layer.logging_stream_interval if layer.logging_stream_interval is not None else interval
+        units = layer.units if layer.units is not None else units
     if not endpoints:
         return None
     if interval is not None:
@@ -68,6 +70,7 @@ def status_reporting(
         job_id_prefix=prefix,
         cluster=cluster.cluster,
         metadata=_metadata(recipe, cluster, shape),
+        units=units,
     )
 
 

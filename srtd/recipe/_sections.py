@@ -580,6 +580,8 @@ class ReportingStatusConfig(Section):
     """Prepended to the job id the collectors see (`cluster-a:`), so jobs of several clusters stay apart."""
     logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
     """Seconds between raw-log uploads; accepted, not acted on yet."""
+    units: bool | None = None
+    """Also send every journal event to `srtd collector`'s extension route (ignored by collectors without it)."""
 
     @model_validator(mode="after")
     def _rules(self) -> ReportingStatusConfig:

@@ -1,39 +1,20 @@
-"""The values and request bodies of srt-slurm's status collector contract (v1).
+"""The requests srtd sends to srt-slurm's status collectors, built with the contract's models.
 
 `POST {endpoint}/api/jobs` records a job; `PUT {endpoint}/api/jobs/{job_id}` moves
-it.  A collector answers 422 to any status or stage not listed here.
+it.  The values and bodies are `srtd.status_api`'s, the models the collector
+(`srtd collector`) validates with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import quote
 
+from srtd.status_api import JobCreate, JobUpdate, Stage, Status, iso
 
-class Status(StrEnum):
-    """The stage being entered, not readiness."""
-
-    SUBMITTED = "submitted"
-    STARTING = "starting"
-    WORKERS = "workers"
-    FRONTEND = "frontend"
-    BENCHMARK = "benchmark"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-
-
-class Stage(StrEnum):
-    STARTING = "starting"
-    HEAD_INFRASTRUCTURE = "head_infrastructure"
-    PREFLIGHT = "preflight"
-    WORKERS = "workers"
-    FRONTEND = "frontend"
-    BENCHMARK = "benchmark"
-    CLEANUP = "cleanup"
+__all__ = ["Request", "Stage", "Status", "iso", "job_created", "job_updated"]
 
 
 @dataclass(frozen=True)
@@ -45,11 +26,6 @@ class Request:
     body: dict[str, Any]
 
 
-def iso(ts: float) -> str:
-    """A Unix time as ISO 8601 in UTC."""
-    return datetime.fromtimestamp(ts, UTC).isoformat()
-
-
 def job_created(
     job_id: str,
     *,
@@ -59,19 +35,19 @@ def job_created(
     submitted_at: float,
     metadata: dict[str, Any] | None = None,
 ) -> Request:
-    body = {
-        "job_id": job_id,
-        "job_name": job_name,
-        "cluster": cluster,
-        "recipe": recipe,
-        "submitted_at": iso(submitted_at),
-        "metadata": dict(metadata or {}),
-    }
-    return Request("POST", "/api/jobs", body)
+    body = JobCreate(
+        job_id=job_id,
+        job_name=job_name,
+        cluster=cluster,
+        recipe=recipe,
+        submitted_at=iso(submitted_at),
+        metadata=dict(metadata or {}),
+    )
+    return Request("POST", "/api/jobs", body.model_dump(mode="json"))
 
 
 def job_updated(job_id: str, status: Status, at: float, **fields: Any) -> Request:
     """A PUT: `status` and `updated_at`, plus whichever optional fields are not None."""
-    body: dict[str, Any] = {"status": status.value, "updated_at": iso(at)}
-    body.update({k: v.value if isinstance(v, StrEnum) else v for k, v in fields.items() if v is not None})
-    return Request("PUT", f"/api/jobs/{quote(job_id, safe=':')}", body)
+    values = {k: v.value if isinstance(v, StrEnum) else v for k, v in fields.items() if v is not None}
+    body = JobUpdate(status=status, updated_at=iso(at), **values)
+    return Request("PUT", f"/api/jobs/{quote(job_id, safe=':')}", body.model_dump(mode="json", exclude_none=True))

@@ -46,8 +46,9 @@ class StageFold:
     no `srtd submit` announced (local runs).
     """
 
-    def __init__(self, plan: Plan, *, post_job: bool = False) -> None:
+    def __init__(self, plan: Plan, *, post_job: bool = False, user: str | None = None) -> None:
         self.plan = plan
+        self.user = user
         self.job_id = collector_job_id(plan)
         self.post_job = post_job
         self._unit_stage = {u.name: PHASE_STAGE.get(u.phase) for u in plan.units}
@@ -95,6 +96,10 @@ class StageFold:
         out: list[Request] = []
         reporting = self.plan.reporting
         metadata = dict(reporting.metadata) if reporting is not None else {}
+        if self.plan.variant:  # a sweep point: the dashboard groups the sweep by job name
+            metadata["variant"] = self.plan.variant
+        if self.user:
+            metadata["user"] = self.user
         if self.post_job:
             out.append(
                 job_created(

@@ -10,12 +10,15 @@ gives the last ones (the final status) at most `FINAL_WAIT` seconds.
 from __future__ import annotations
 
 import contextlib
+import getpass
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,12 +28,15 @@ import structlog
 from srtd.events import Event
 from srtd.reporting._contract import Request, job_created
 from srtd.reporting._fold import StageFold
+from srtd.reporting._journal import JournalSender
 from srtd.reporting._sender import TIMEOUT, Sender
 from srtd.unit import Plan, StatusReporting
 
 if TYPE_CHECKING:
     from srtd.supervisor import Job
 
+BENCHMARK_RESULTS = "benchmark.json"  # what the benchmark units write into the log dir
+MAX_RESULTS = 512 * 1024  # bytes: larger results stay in the log dir (a collector refuses bodies over 1 MiB)
 FINAL_WAIT = 0.5  # seconds the job's end waits for the last requests to go out
 SUBMIT_WAIT = 5.0  # seconds `report_submitted` waits at most, every collector and attempt included
 
@@ -46,6 +52,14 @@ def _logger() -> Any:
             structlog.dev.ConsoleRenderer(colors=False, pad_event_to=28),
         ],
     )
+
+
+def _user() -> str | None:
+    """Who runs the job, for the dashboard's user filter."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
 
 
 def _client(
@@ -74,11 +88,18 @@ class StatusReporter:
         if plan.reporting is None:
             raise ValueError("the plan has no reporting section")
         self.settings = plan.reporting
-        self.fold = StageFold(plan, post_job=plan.local if post_job is None else post_job)
+        self.fold = StageFold(plan, post_job=plan.local if post_job is None else post_job, user=_user())
         self.final_wait = final_wait
         self.log = log if log is not None else _logger()
         self.client = _client(self.settings, os.environ if environ is None else environ, transport)
         self.senders = [Sender(ep, self.client, self.log) for ep in self.settings.endpoints]
+        job_id = self.fold.job_id
+        self.journals = (
+            [JournalSender(ep, job_id, self.client, self.log) for ep in self.settings.endpoints]
+            if self.settings.units
+            else []
+        )
+        self.results_file = Path(plan.log_dir) / BENCHMARK_RESULTS
 
     def __call__(self, event: Event) -> None:
         try:
@@ -86,15 +107,34 @@ class StatusReporter:
         except Exception as err:  # a reporting bug must never fail the job
             self.log.debug("status fold failed", error=repr(err))
             return
+        for journal in self.journals:
+            journal.offer(event)
         for request in requests:
+            request = self._with_results(request)
             for sender in self.senders:
                 sender.offer(request)
+
+    def _with_results(self, request: Request) -> Request:
+        """The final PUT carries the benchmark's results (`benchmark.json` in the log dir), when there are."""
+        if request.method != "PUT" or request.body.get("stage") != "cleanup" or "completed_at" not in request.body:
+            return request
+        try:
+            if self.results_file.stat().st_size > MAX_RESULTS:
+                return request
+            results = json.loads(self.results_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return request
+        if not isinstance(results, dict):
+            return request
+        return Request(request.method, request.path, {**request.body, "benchmark_results": results})
 
     async def run(self) -> None:
         """Send until `finish`; cancel it after that."""
         async with self.client, anyio.create_task_group() as tg:
             for sender in self.senders:
                 tg.start_soon(sender.run)
+            for journal in self.journals:
+                tg.start_soon(journal.run)
 
     async def finish(self) -> None:
         """The job ended: let the queued requests go out for at most `final_wait` seconds.
@@ -103,11 +143,17 @@ class StatusReporter:
         at all: it would not take the final status within the bound anyway.
         """
         waited = [s for s in self.senders if not s.stuck()]
+        answering = {s.endpoint for s in waited}
         for sender in self.senders:
             sender.close()
+        for journal in self.journals:
+            journal.close()
         with anyio.move_on_after(self.final_wait):
             for sender in waited:
                 await sender.idle.wait()
+            for journal in self.journals:
+                if journal.endpoint in answering:
+                    await journal.idle.wait()
 
 
 def status_service(

@@ -259,7 +259,8 @@ def test_a_collector_that_never_answers_does_not_slow_the_job(tmp_path: Path, to
         plain_recipe.write_text(SHORT_JOB)
         hanging_recipe = tmp_path / "hanging.yaml"
         url = f"http://127.0.0.1:{hang.getsockname()[1]}"
-        hanging_recipe.write_text(SHORT_JOB + f"reporting:\n  status:\n    endpoint: {url}\n")
+        # units: true, so the journal batches hang as well as the plain updates
+        hanging_recipe.write_text(SHORT_JOB + f"reporting:\n  status:\n    endpoint: {url}\n    units: true\n")
         plain: list[Run] = []
         hanging: list[Run] = []
         for _ in range(3):

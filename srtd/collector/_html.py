@@ -1,0 +1,157 @@
+"""The dashboard's HTML: small functions that escape every value they render.
+
+No template engine: a handful of pages, each a few tables, read best as Python.
+Every value from a request or the database goes through `esc`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from srtd.collector._views import FILTERS, SORTS, sweep_of, user_of, variant_of
+from srtd.status_api import Status, epoch
+
+
+def esc(value: Any) -> str:
+    return "" if value is None else escape(str(value), quote=True)
+
+
+def job_href(job_id: str) -> str:
+    return "/jobs/" + quote(job_id, safe=":")
+
+
+def sweep_href(sweep: str) -> str:
+    return "/sweeps/" + quote(sweep, safe="")
+
+
+def when(text: str | None) -> str:
+    """An ISO time as `YYYY-MM-DD HH:MM:SS` UTC, the full text in a tooltip."""
+    seconds = epoch(text) if text else None
+    if seconds is None:
+        return ""
+    shown = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f'<time datetime="{esc(text)}" title="{esc(text)}">{shown}</time>'
+
+
+def seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f} s"
+
+
+def badge(status: str | None) -> str:
+    return f'<span class="status status-{esc(status)}" data-status="{esc(status)}">{esc(status)}</span>'
+
+
+def page(title: str, body: str, *, feed: str | None = None, cursor: int = 0, before: str = "") -> str:
+    """The whole document; `feed`: the cursor feed whose news refresh `<main>` in place."""
+    live = f' data-feed="{esc(feed)}" data-cursor="{cursor}"' if feed else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)} · srtd collector</title>
+<link rel="stylesheet" href="/static/style.css">
+<script src="/static/live.js" defer></script>
+</head><body>
+<header><a class="home" href="/">srtd collector</a><h1>{esc(title)}</h1>
+<span id="live" class="live" hidden>live</span></header>
+{before}<main{live}>
+{body}
+</main></body></html>
+"""
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "", row_ids: Sequence[str] = ()) -> str:
+    """A table whose cells are already HTML."""
+    head = "".join(f"<th>{h}</th>" for h in headers)
+    lines = []
+    for i, row in enumerate(rows):
+        rid = f' data-job-id="{esc(row_ids[i])}"' if i < len(row_ids) else ""
+        lines.append(f"<tr{rid}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+    empty = f'<tr><td colspan="{len(headers)}" class="empty">nothing yet</td></tr>' if not lines else ""
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}{empty}</tbody></table>'
+
+
+def filters_form(query: dict[str, str], clusters: list[str]) -> str:
+    statuses = "".join(
+        f'<option value="{s.value}"{" selected" if query.get("status") == s.value else ""}>{s.value}</option>'
+        for s in Status
+    )
+    boxes = "".join(
+        f'<label>{k} <input name="{k}" value="{esc(query.get(k, ""))}" size="12"></label>'
+        for k in FILTERS
+        if k != "status"
+    )
+    keep = "".join(
+        f'<input type="hidden" name="{k}" value="{esc(query[k])}">' for k in ("sort", "order") if query.get(k)
+    )
+    hint = f' title="clusters: {esc(", ".join(clusters))}"' if clusters else ""
+    return (
+        f'<form class="filters" method="get" action="/"{hint}>{boxes}'
+        f'<label>status <select name="status"><option value="">any</option>{statuses}</select></label>'
+        f'{keep}<button type="submit">filter</button> <a href="/">clear</a></form>'
+    )
+
+
+def sort_header(label: str, key: str, query: dict[str, str]) -> str:
+    if key not in SORTS:
+        return esc(label)
+    current = query.get("sort", "submitted")
+    order = "asc" if current == key and query.get("order") == "desc" else "desc"
+    arrow = (" ▼" if query.get("order", "desc") == "desc" else " ▲") if current == key else ""
+    params = {k: v for k, v in query.items() if k in FILTERS and v}
+    params.update(sort=key, order=order)
+    return f'<a href="/?{esc(urlencode(params))}">{esc(label)}{arrow}</a>'
+
+
+def jobs_table(jobs: list[dict[str, Any]], query: dict[str, str]) -> str:
+    headers = [
+        sort_header(label, key, query)
+        for label, key in (
+            ("job", "-"),
+            ("name", "name"),
+            ("sweep / variant", "-"),
+            ("user", "user"),
+            ("cluster", "cluster"),
+            ("status", "status"),
+            ("stage", "-"),
+            ("message", "-"),
+            ("submitted", "submitted"),
+            ("updated", "updated"),
+            ("exit", "exit_code"),
+        )
+    ]
+    rows = []
+    for job in jobs:
+        sweep = sweep_of(job)
+        point = f'<a href="{esc(sweep_href(sweep))}">{esc(sweep)}</a>' if sweep else ""
+        if variant_of(job):
+            point += f' <span class="variant">{esc(variant_of(job))}</span>'
+        name = esc(job.get("job_name")) or '<span class="placeholder">(placeholder)</span>'
+        rows.append(
+            [
+                f'<a href="{esc(job_href(job["job_id"]))}">{esc(job["job_id"])}</a>',
+                name,
+                point,
+                esc(user_of(job)),
+                esc(job.get("cluster")),
+                badge(job.get("status")),
+                esc(job.get("stage")),
+                esc(job.get("message")),
+                when(job.get("submitted_at")),
+                when(job.get("updated_at")),
+                esc(job.get("exit_code")),
+            ]
+        )
+    return table(headers, rows, cls="jobs", row_ids=[j["job_id"] for j in jobs])
+
+
+def facts(pairs: Iterable[tuple[str, str]]) -> str:
+    return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in pairs if v) + "</dl>"
+
+
+def pre_json(value: Any) -> str:
+    return f"<pre>{esc(json.dumps(value, indent=2, sort_keys=True))}</pre>"

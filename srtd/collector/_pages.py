@@ -1,0 +1,227 @@
+"""The dashboard: the jobs table at `/`, a job's page, a sweep's page, the login form.
+
+Server-rendered HTML; `static/live.js` polls the cursor feed named by `<main data-feed>`
+and, when something happened, fetches the same page with `X-Fragment: 1` to replace
+`<main>`'s content: live updates without a reload, one rendering path.  The assets
+ship inside the package (srtd/collector/static).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from srtd.attach import build_timeline, svg_text
+from srtd.collector._api import ApiError, require_read, store_of
+from srtd.collector._auth import COOKIE, Tokens
+from srtd.collector._html import (
+    badge,
+    esc,
+    facts,
+    filters_form,
+    job_href,
+    jobs_table,
+    page,
+    pre_json,
+    seconds,
+    sweep_href,
+    table,
+    when,
+)
+from srtd.collector._plot import metric_chart
+from srtd.collector._views import Journal, numeric_results, select, sweep_of, time_to_ready, user_of, variant_of
+
+STATIC = Path(__file__).with_name("static")
+
+
+def _fragment(request: Request, title: str, body: str, **live: Any) -> Response:
+    if request.headers.get("x-fragment") == "1":
+        return HTMLResponse(body)
+    return HTMLResponse(page(title, body, **live))
+
+
+def _read_or_login(request: Request) -> Response | None:
+    try:
+        require_read(request)
+    except ApiError:
+        return HTMLResponse(page("log in", _login_form("a read token is needed")), status_code=401)
+    return None
+
+
+async def index(request: Request) -> Response:
+    if (refused := _read_or_login(request)) is not None:
+        return refused
+    store = store_of(request)
+    query = dict(request.query_params)
+    everything = store.jobs()
+    jobs = select(everything, query)
+    clusters = sorted({j["cluster"] for j in everything if j.get("cluster")})
+    summary = f'<p class="count">{len(jobs)} of {len(everything)} jobs</p>'
+    return _fragment(
+        request,
+        "jobs",
+        summary + jobs_table(jobs, query),
+        feed="/api/events",
+        cursor=store.last_seq(),
+        before=filters_form(query, clusters),
+    )
+
+
+def _units_table(journal: Journal) -> str:
+    rows = []
+    for unit in journal.view.units.values():
+        culprit = ' <span class="culprit">culprit</span>' if unit.name == journal.culprit else ""
+        rows.append(
+            [
+                esc(unit.name) + culprit,
+                esc(unit.node),
+                esc(unit.tier),
+                f'<span class="unit-state unit-{esc(unit.state.value)}">{esc(unit.state.value)}</span>',
+                esc(unit.restarts),
+                seconds(unit.ready_seconds),
+                esc(unit.exit_code),
+                esc(unit.reason),
+            ]
+        )
+    headers = ["unit", "node", "tier", "state", "restarts", "launch → ready", "exit", "reason"]
+    return table(headers, rows, cls="units")
+
+
+def _journal_section(journal: Journal) -> str:
+    view = journal.view
+    restarts = sum(u.restarts for u in view.units.values())
+    culprit = f'<p class="culprit-line">failure culprit: <b>{esc(journal.culprit)}</b></p>' if journal.culprit else ""
+    summary = facts(
+        [
+            ("journal", f"{len(journal.events)} events, job {esc(view.state.value)}"),
+            ("time to ready", seconds(journal.ready_seconds)),
+            ("restarts", str(restarts)),
+        ]
+    )
+    svg = svg_text(build_timeline(journal.events), width=120)
+    return (
+        f'<section class="journal"><h2>units</h2>{summary}{culprit}{_units_table(journal)}'
+        f'<h2>startup timeline</h2><div class="timeline">{svg}</div></section>'
+    )
+
+
+async def job_page(request: Request) -> Response:
+    if (refused := _read_or_login(request)) is not None:
+        return refused
+    store = store_of(request)
+    job_id = request.path_params["job_id"]
+    job = store.job(job_id)
+    if job is None:
+        return HTMLResponse(page("no such job", f"<p>no job {esc(job_id)}</p>"), status_code=404)
+    events = store.events(0, job_id, limit=10_000)
+    journal = Journal.of(store.journal(job_id))
+    sweep = sweep_of(job)
+    about = facts(
+        [
+            ("name", esc(job.get("job_name"))),
+            ("status", badge(job["status"])),
+            ("stage", esc(job.get("stage"))),
+            ("message", esc(job.get("message"))),
+            ("sweep", f'<a href="{esc(sweep_href(sweep))}">{esc(sweep)}</a>' if sweep else ""),
+            ("variant", esc(variant_of(job))),
+            ("user", esc(user_of(job))),
+            ("cluster", esc(job.get("cluster"))),
+            ("recipe", esc(job.get("recipe"))),
+            ("submitted", when(job.get("submitted_at"))),
+            ("started", when(job.get("started_at"))),
+            ("completed", when(job.get("completed_at"))),
+            ("exit code", esc(job.get("exit_code"))),
+            ("time to ready", seconds(time_to_ready(job, events, journal))),
+            ("logs", f'<a href="{esc(job["logs_url"])}">{esc(job["logs_url"])}</a>' if job.get("logs_url") else ""),
+            ("placeholder", "yes: updates arrived for a job never submitted here" if job["placeholder"] else ""),
+        ]
+    )
+    history = table(
+        ["#", "at", "status", "stage", "message"],
+        [[esc(e["seq"]), when(e["at"]), badge(e["status"]), esc(e["stage"]), esc(e["message"])] for e in events],
+        cls="history",
+    )
+    body = f"{about}<h2>stage history</h2>{history}{_journal_section(journal) if journal else ''}"
+    if job.get("benchmark_results") is not None:
+        body += f"<h2>benchmark results</h2>{pre_json(job['benchmark_results'])}"
+    body += f"<h2>metadata</h2>{pre_json(job['metadata'])}"
+    if job.get("artifacts"):
+        body += f"<h2>artifacts</h2>{pre_json(job['artifacts'])}"
+    cursor = events[-1]["seq"] if events else 0
+    return _fragment(request, f"job {job_id}", body, feed=f"/api/jobs/{job_id}/events", cursor=cursor)
+
+
+async def sweep_page(request: Request) -> Response:
+    if (refused := _read_or_login(request)) is not None:
+        return refused
+    store = store_of(request)
+    name = request.path_params["sweep"]
+    jobs = [j for j in store.jobs() if sweep_of(j) == name]
+    jobs.sort(key=lambda j: (variant_of(j) or "", j["job_id"]))
+    results = {j["job_id"]: numeric_results(j.get("benchmark_results")) for j in jobs}
+    metrics = sorted({m for r in results.values() for m in r})
+    rows = []
+    for job in jobs:
+        events = store.events(0, job["job_id"], limit=10_000)
+        ready = time_to_ready(job, events, Journal.of(store.journal(job["job_id"])))
+        numbers = [f"{results[job['job_id']][m]:g}" if m in results[job["job_id"]] else "" for m in metrics]
+        rows.append(
+            [
+                f'<a href="{esc(job_href(job["job_id"]))}">{esc(variant_of(job) or job["job_id"])}</a>',
+                badge(job["status"]),
+                seconds(ready),
+                esc(job.get("exit_code")),
+                *numbers,
+            ]
+        )
+    compared = table(["point", "status", "time to ready", "exit", *map(esc, metrics)], rows, cls="sweep")
+    charts = []
+    for metric in metrics:
+        points = [
+            (variant_of(j) or j["job_id"], results[j["job_id"]][metric]) for j in jobs if metric in results[j["job_id"]]
+        ]
+        if len(points) > 1 and len({v for _, v in points}) > 1:  # a constant says nothing plotted
+            charts.append(metric_chart(metric, points))
+    body = (
+        f'<p class="count">{len(jobs)} points</p><div class="wide">{compared}</div>'
+        f'<h2>what changed across the sweep</h2><div class="charts">{"".join(charts)}</div>'
+    )
+    return _fragment(request, f"sweep {name}", body, feed="/api/events", cursor=store.last_seq())
+
+
+def _login_form(why: str = "") -> str:
+    note = f'<p class="why">{esc(why)}</p>' if why else ""
+    return (
+        f'{note}<form class="login" method="post" action="/login">'
+        '<label>token <input type="password" name="token" autocomplete="current-password" autofocus></label>'
+        '<button type="submit">log in</button></form>'
+    )
+
+
+async def login(request: Request) -> Response:
+    if request.method == "GET":
+        return HTMLResponse(page("log in", _login_form()))
+    raw = (await request.body())[:4096].decode("utf-8", "replace")
+    offered = (parse_qs(raw).get("token") or [""])[0]
+    tokens: Tokens = request.app.state.tokens
+    session = tokens.login(offered)
+    if session is None:
+        return HTMLResponse(page("log in", _login_form("that token is not this collector's")), status_code=401)
+    answer = RedirectResponse("/", status_code=303)
+    answer.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return answer
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/", index, methods=["GET"]),
+    Route("/login", login, methods=["GET", "POST"]),
+    Route("/jobs/{job_id:path}", job_page, methods=["GET"]),
+    Route("/sweeps/{sweep:path}", sweep_page, methods=["GET"]),
+    Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+]

@@ -1,0 +1,36 @@
+// Live updates without a reload: poll the cursor feed <main data-feed> names; when it has
+// news, fetch this same page as a fragment (X-Fragment: 1) and replace <main>'s content.
+"use strict";
+(function () {
+  const main = document.querySelector("main[data-feed]");
+  if (!main) return;
+  const badge = document.getElementById("live");
+  let cursor = Number(main.dataset.cursor || "0");
+  const every = 1000; // ms between polls
+
+  async function refresh() {
+    const answer = await fetch(location.href, { headers: { "X-Fragment": "1" }, credentials: "same-origin" });
+    if (answer.ok) main.innerHTML = await answer.text();
+  }
+
+  async function tick() {
+    try {
+      const answer = await fetch(main.dataset.feed + "?after=" + cursor, { credentials: "same-origin" });
+      if (answer.ok) {
+        const feed = await answer.json();
+        if (badge) badge.hidden = false;
+        if (feed.events.length) {
+          cursor = feed.next;
+          await refresh();
+        }
+        if (feed.more) { setTimeout(tick, 0); return; }
+      } else if (badge) {
+        badge.hidden = true;
+      }
+    } catch (err) {
+      if (badge) badge.hidden = true; // the collector is restarting: try again
+    }
+    setTimeout(tick, every);
+  }
+  setTimeout(tick, every);
+})();

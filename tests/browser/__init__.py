@@ -1,0 +1,1 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright): `nox -s browser`."""

@@ -1,0 +1,189 @@
+"""The collector's dashboard in Debian's chromium, headless, driven by Playwright.
+
+Skipped unless SRTD_TEST_BROWSER=1 (`nox -s browser` sets it, after installing chromium
+from Debian and the playwright package; no browser is ever downloaded).  Real parts
+throughout: a real `srtd collector` process, real local srtd jobs reporting to it with
+`units: true`, the page's own JavaScript updating it.  Screenshots go to
+$SRTD_SCREENSHOTS (docs/img from the nox session).  Runs local jobs on the toy stack's
+fixed ports: wrap in `flock /tmp/srtd-ports.lock` on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.collector.helpers import Running, collector, collector_env
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
+]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WRITE, READ = f"browser-write-{uuid.uuid4().hex}", f"browser-read-{uuid.uuid4().hex}"
+# A job with no fixed ports: infrastructure, two services gated on it, a terminal unit that
+# runs long enough to be seen running.
+JOB = """\
+schema: 2
+name: browser-job
+model: {path: "hf:srtd/toy", container: toy, precision: bf16}
+resources: {gpu_type: cpu, gpus_per_node: 1}
+frontend: {type: none}
+observability: {tachometer: {enabled: false}}
+services:
+  - name: registry
+    start: infra
+    command: [python3, -u, -c, "import time; time.sleep(0.3); print('up'); time.sleep(3600)"]
+    readiness: {log: {pattern: up}}
+  - name: cache
+    start: before_workers
+    command: [python3, -u, -c, "import time; time.sleep(0.5); print('up'); time.sleep(3600)"]
+    readiness: {log: {pattern: up}}
+  - name: exporter
+    start: before_workers
+    command: [python3, -u, -c, "import time; time.sleep(0.2); print('up'); time.sleep(3600)"]
+    readiness: {log: {pattern: up}}
+  - name: job
+    command: [python3, -c, "import time; time.sleep(6)"]
+    terminal: true
+reporting:
+  status: {endpoint: "ENDPOINT", units: true}
+"""
+
+
+def screenshots() -> Path:
+    where = Path(os.environ.get("SRTD_SCREENSHOTS") or tempfile.mkdtemp(prefix="srtd-screens-"))
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    db = tmp_path_factory.mktemp("collector") / "c.db"
+    with collector(db, None, collector_env(SRTD_COLLECTOR_TOKEN=WRITE, SRTD_COLLECTOR_READ_TOKEN=READ)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser_page(served: Running) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="srtd-chromium-") as profile:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=ARGS, viewport={"width": 1400, "height": 900}
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(served.url + "/")  # a read token is set: the login form first
+            page.fill("input[name=token]", READ)
+            page.click("button[type=submit]")
+            page.wait_for_url(served.url + "/")
+            yield page
+        finally:
+            context.close()
+
+
+def job_env() -> dict[str, str]:
+    env = {k: v for k, v in collector_env().items() if not k.startswith("SLURM_")}
+    return {**env, "SRTCTL_STATUS_TOKEN": WRITE}
+
+
+def test_login_then_the_jobs_table_shows_a_running_job_that_turns_completed_without_reload(
+    served: Running, browser_page: Any, tmp_path: Path
+) -> None:
+    page = browser_page
+    assert "nothing yet" in page.inner_text("table.jobs")
+    assert READ not in page.content()
+    page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    recipe = tmp_path / "job.yaml"
+    recipe.write_text(JOB.replace("ENDPOINT", served.url))
+    log_dir = tmp_path / "logs"
+    argv = [sys.executable, "-m", "srtd", "run", str(recipe), "--log-dir", str(log_dir), "--job-id", "browser-1"]
+    job = subprocess.Popen(argv, env=job_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        row = page.locator('tr[data-job-id="browser-1"]')
+        running = row.locator('[data-status]:not([data-status="completed"]):not([data-status="submitted"])')
+        running.wait_for()  # the row appeared, live, in a running state
+        assert running.inner_text() in ("starting", "workers", "frontend", "benchmark")
+        page.wait_for_selector("#live:not([hidden])")
+        page.screenshot(path=str(screenshots() / "collector-jobs-running.png"), full_page=True)
+        row.locator('[data-status="completed"]').wait_for(timeout=60_000)
+    finally:
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
+    assert row.locator("td").nth(10).inner_text() == "0"  # exit code
+
+
+def test_the_job_page_shows_the_stage_history_units_and_timeline(served: Running, browser_page: Any) -> None:
+    page = browser_page
+    page.click('a[href="/jobs/browser-1"]')
+    page.wait_for_selector("table.units")
+    units = page.locator("table.units tbody tr td:first-child").all_inner_texts()
+    assert units == ["service_registry", "service_cache", "service_exporter", "service_job"]
+    states = page.locator("table.units .unit-state").all_inner_texts()
+    assert states == ["stopped", "stopped", "stopped", "stopped"]
+    history = page.locator("table.history [data-status]").all_inner_texts()
+    assert history[0] == "submitted"
+    assert history[-1] == "completed"
+    timeline = page.locator(".timeline svg")
+    assert timeline.is_visible()
+    assert "service_registry" in page.locator(".timeline").text_content().replace("\xa0", " ")
+    page.screenshot(path=str(screenshots() / "collector-job.png"), full_page=True)
+
+
+def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
+    served: Running, browser_page: Any, tmp_path: Path
+) -> None:
+    # The demo's jobs, in a process of their own (Playwright's sync API holds this thread's loop).
+    fill = (
+        "import sys, anyio; from pathlib import Path; from srtd.collector._demo import fill; "
+        "sys.exit(0 if anyio.run(fill, sys.argv[1], Path(sys.argv[2]), sys.argv[3], print) == 4 else 1)"
+    )
+    demo = subprocess.run(
+        [sys.executable, "-c", fill, served.url, str(tmp_path / "demo"), WRITE],
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    page = browser_page
+    page.goto(served.url + "/")
+    page.locator('a[href="/sweeps/demo-toy-sweep"]').first.click()
+    page.wait_for_selector("table.sweep")
+    points = page.locator("table.sweep tbody tr td:first-child").all_inner_texts()
+    assert points == ["concurrency=1", "concurrency=2", "concurrency=4"]
+    statuses = page.locator("table.sweep [data-status]").all_inner_texts()
+    assert statuses == ["completed"] * 3
+    chart = page.locator('svg[data-metric="output_tokens_per_s"]')
+    assert chart.is_visible()
+    labels = chart.locator("circle.point").evaluate_all("cs => cs.map(c => c.dataset.label)")
+    assert labels == points
+    page.screenshot(path=str(screenshots() / "collector-sweep.png"), full_page=True)
+    jobs = json.loads(page.evaluate("fetch('/api/jobs').then(r => r.text())"))["jobs"]
+    failed = next(j["job_id"] for j in jobs if j["job_name"] == "demo-failing-infra")
+    page.goto(f"{served.url}/jobs/{failed}")
+    assert page.inner_text(".culprit-line") == "failure culprit: service_model_cache"
+    page.screenshot(path=str(screenshots() / "collector-job-failed.png"), full_page=True)

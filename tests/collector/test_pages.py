@@ -1,0 +1,127 @@
+"""The dashboard's pages as HTML (the browser tests, tests/browser, see them rendered)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from srtd.collector import Store, Tokens
+from tests.collector.conftest import READ, WRITE, client_for
+
+pytestmark = pytest.mark.anyio
+
+
+def put(status: str, **fields: Any) -> dict[str, Any]:
+    return {"status": status, "updated_at": "2026-11-30T10:00:00+00:00", **fields}
+
+
+async def seed(api: httpx.AsyncClient) -> None:
+    for i, (tps, user) in enumerate(((100.0, "ana"), (180.0, "ana"), (250.0, "bo"))):
+        job = f"sw-{i}"
+        body = {"job_id": job, "job_name": "conc-sweep", "cluster": "lab", "submitted_at": f"2026-11-30T0{i}:00:00"}
+        await api.post("/api/jobs", json=body)
+        meta = {"variant": f"concurrency={2**i}", "user": user}
+        await api.put(f"/api/jobs/{job}", json=put("starting", started_at="2026-11-30T10:00:00+00:00", metadata=meta))
+        await api.put(f"/api/jobs/{job}", json=put("benchmark", stage="benchmark"))
+        final = put("completed", exit_code=0, benchmark_results={"output_tokens_per_s": tps, "ttft_ms": {"p50": 9}})
+        await api.put(f"/api/jobs/{job}", json=final)
+    await api.put("/api/jobs/<script>", json=put("failed", message="<b>boom</b>", exit_code=1))
+
+
+def rows(html: str) -> list[str]:
+    return re.findall(r'<tr data-job-id="([^"]+)"', html)
+
+
+async def test_the_jobs_table_filters_and_sorts(api: httpx.AsyncClient) -> None:
+    await seed(api)
+    everything = (await api.get("/")).text
+    assert rows(everything) == [
+        "&lt;script&gt;",
+        "sw-2",
+        "sw-1",
+        "sw-0",
+    ]  # newest first
+    assert "<script>" not in everything.split("</head>")[1]  # every value escaped
+    assert 'data-feed="/api/events"' in everything
+    assert rows((await api.get("/?user=ANA")).text) == ["sw-1", "sw-0"]
+    assert rows((await api.get("/?status=failed")).text) == ["&lt;script&gt;"]
+    assert rows((await api.get("/?name=concurrency%3D4")).text) == ["sw-2"]
+    assert rows((await api.get("/?cluster=lab&sort=user&order=desc")).text) == ["sw-2", "sw-1", "sw-0"]
+    assert rows((await api.get("/?cluster=lab&sort=user&order=asc")).text) == ["sw-1", "sw-0", "sw-2"]
+    fragment = await api.get("/", headers={"X-Fragment": "1"})
+    assert not fragment.text.startswith("<!doctype")
+    assert 'data-job-id="sw-0"' in fragment.text
+    assert '<a href="/sweeps/conc-sweep">conc-sweep</a>' in everything
+
+
+async def test_the_job_page_shows_the_history_and_the_sweep_page_every_point(api: httpx.AsyncClient) -> None:
+    await seed(api)
+    job = (await api.get("/jobs/sw-1")).text
+    assert re.findall(r'data-status="(\w+)"', job.split("stage history")[1]) == [
+        "submitted",
+        "starting",
+        "benchmark",
+        "completed",
+    ]
+    sweep = (await api.get("/sweeps/conc-sweep")).text
+    assert re.findall(r">(concurrency=\d)</a>", sweep) == ["concurrency=1", "concurrency=2", "concurrency=4"]
+    charts = re.findall(r'data-metric="([^"]+)"', sweep)
+    assert charts == ["output_tokens_per_s"]  # ttft_ms.p50 is the same at every point: not plotted
+    assert len(re.findall(r'<circle class="point"', sweep)) == 3
+    assert ">ttft_ms.p50</th>" in sweep  # but in the table
+    assert (await api.get("/jobs/nope")).status_code == 404
+
+
+async def test_the_job_page_of_an_srtd_job_shows_units_culprit_and_timeline(api: httpx.AsyncClient) -> None:
+    events = [
+        {"seq": 1, "ts": 0.0, "state": "starting", "detail": {"job": "toy", "job_id": "9", "nodes": {"w": "n1"}}},
+        {"seq": 2, "ts": 0.1, "unit": "w", "state": "starting", "attempt": 0},
+        {"seq": 3, "ts": 0.5, "unit": "w", "state": "exited", "exit_code": 3},
+        {"seq": 4, "ts": 0.6, "unit": "w", "state": "starting", "attempt": 1},
+        {"seq": 5, "ts": 0.9, "unit": "w", "state": "failed", "exit_code": 3, "reason": "exited 3"},
+        {"seq": 6, "ts": 1.0, "state": "failed", "exit_code": 1},
+    ]
+    await api.post("/api/srtd/jobs/s1/journal", json={"events": events})
+    await api.put("/api/jobs/s1", json=put("failed", exit_code=1))
+    page = (await api.get("/jobs/s1")).text
+    units = page.split('<table class="units">')[1].split("</table>")[0]
+    assert re.findall(r"<td>([^<]*)", units)[:5] == ["w ", "n1", "", "", "1"]
+    assert "failure culprit: <b>w</b>" in page
+    assert '<span class="unit-state unit-failed">failed</span>' in units
+    assert "<svg" in page.split("startup timeline")[1]
+
+
+async def test_a_read_token_makes_pages_ask_for_a_login_that_sets_a_cookie_without_the_token(store: Store) -> None:
+    tokens = Tokens(write=WRITE, read=READ)
+    async with client_for(store, tokens, None) as browser:
+        refused = await browser.get("/")
+        assert refused.status_code == 401
+        assert 'action="/login"' in refused.text
+        wrong = await browser.post(
+            "/login", content=b"token=nope", headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
+        assert wrong.status_code == 401
+        ok = await browser.post(
+            "/login", content=f"token={READ}".encode(), headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
+        assert (ok.status_code, ok.headers["location"]) == (303, "/")
+        cookie = ok.headers["set-cookie"]
+        assert READ not in cookie
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
+        page = await browser.get("/")
+        assert page.status_code == 200
+        assert READ not in page.text
+        assert WRITE not in page.text
+        assert (await browser.get("/api/jobs")).status_code == 200  # the cookie reads the API too
+        assert (await browser.put("/api/jobs/x", json=put("workers"))).status_code == 401  # and never writes
+
+
+async def test_the_assets_ship_in_the_package(api: httpx.AsyncClient) -> None:
+    script = await api.get("/static/live.js")
+    assert script.status_code == 200
+    assert "X-Fragment" in script.text
+    assert (await api.get("/static/style.css")).headers["content-type"].startswith("text/css")
