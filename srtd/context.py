@@ -48,6 +48,7 @@ class PlanContext:
     warnings: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # host path -> content, written before launch
     mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own
+    mooncake_pool: dict[str, Any] | None = None  # TRT-LLM's pool master: its options (workers join the pool)
     _warned: set[str] = field(default_factory=set)
     _process_index: dict[str, tuple[list[Process], int, dict[Endpoint, list[Process]]]] = field(default_factory=dict)
 

@@ -239,7 +239,8 @@ class Engine:
             nodes=nodes,
             gpus=endpoint.gpus if endpoint.partial else (),
             argv=tuple(self.argv(ctx, cfg, role, proc, mode)),
-            preamble=self.preamble(ctx, mode),
+            preamble="\n".join(p for p in (self.role_preamble(ctx, cfg, role, proc), self.preamble(ctx, mode)) if p)
+            or None,
             env={**ctx.job_env(), **env},
             container=ctx.container(role_cfg.container or recipe.model.container),
             srun=with_dynamo_install(ctx, self.srun(ctx, cfg, role, endpoint))
@@ -264,6 +265,10 @@ class Engine:
         if not check.fatal_log_markers:
             return ()
         return (*self.fatal_patterns, *check.extra_fatal_log_patterns)
+
+    def role_preamble(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process) -> str | None:
+        """Shell a row runs before the common preamble for one worker (None: nothing)."""
+        return None
 
     def preamble(self, ctx: PlanContext, mode: WorkerMode) -> str | None:
         parts = [ctx.cluster.default_bash_preamble]

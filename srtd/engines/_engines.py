@@ -9,6 +9,7 @@ from typing import Any
 from srtd.context import PlanContext, render
 from srtd.engines._base import Engine, WorkerMode, dynamo_worker_flags, need_port, register_engine
 from srtd.engines._sidecar import supervised_pair
+from srtd.engines._trtllm_pool import dynamo_entry, pool_env, pool_preamble
 from srtd.recipe import (
     AtomEngine,
     CustomEngine,
@@ -425,7 +426,7 @@ class TRTLLM(Engine):
         # Every rank of the MPI step starts through the launcher, one GPU or many.
         argv = [*self.numa_wrapper(cfg), "trtllm-llmapi-launch"]
         if mode.launch == "dynamo":
-            argv += ["python3", "-m", "dynamo.trtllm", "--model-path", ctx.model_path, "--served-model-name", served]
+            argv += [*dynamo_entry(ctx, role, config), "--model-path", ctx.model_path, "--served-model-name", served]
             argv += _disagg_mode(role) if mode.disaggregated else []
             argv += ["--extra-engine-args", config, *dynamo_worker_flags(ctx, proc, dump_config=False)]
             if isinstance(cfg, TRTLLMEngine):
@@ -462,7 +463,10 @@ class TRTLLM(Engine):
         }
         if isinstance(cfg, TRTLLMEngine) and cfg.numa_cpu_bind:
             env["TLLM_NUMA_AWARE_WORKER_AFFINITY"] = "0"  # the wrapper pins CPUs; TRT-LLM must not re-pin
-        return env
+        return {**env, **pool_env(ctx, role)}
+
+    def role_preamble(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process) -> str | None:
+        return pool_preamble(ctx, role, proc)
 
     def srun(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Any) -> Srun:
         base = super().srun(ctx, cfg, role, endpoint)

@@ -349,7 +349,9 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
         value = eff.kind.discovery_value(address, eff.config, ctx.port_offset)
         if value is not None:
             ctx.discovery[var] = value
-        if var == "MOONCAKE_MASTER":
+        if var == "MOONCAKE_MASTER" and value is None:  # TRT-LLM's pool master: members read its address file
+            ctx.mooncake_pool = dict(eff.config.options)
+        elif var == "MOONCAKE_MASTER":
             port = eff.kind.ports(eff.config, ctx.port_offset).get("metadata", ctx.port(8701))
             ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
             store = eff.config.options.get("store_config")
@@ -381,7 +383,7 @@ def _service_images(recipe: Recipe, services: list[EffectiveService]) -> dict[st
     out: dict[str, str | None] = {}
     for eff in services:
         image = eff.config.container or eff.kind.container_fallback
-        if image is None and eff.kind.name == "mooncake-store" and master is not None:
+        if image is None and eff.kind.name in ("mooncake-store", "mooncake-donor") and master is not None:
             image = master.config.container
         out[eff.name] = image or recipe.model.container
     return out

@@ -1,8 +1,9 @@
 """Services: everything that is not a worker or the frontend.  One registry row per kind."""
 
-from srtd.services import _builtin
+from srtd.services import _builtin, _mooncake
 from srtd.services._builtin import LMCACHE_RPC_PORT, LMCACHE_SERVER
 from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
+from srtd.services._mooncake import pool_run_dir, pool_timeout_env
 from srtd.services._resolve import EffectiveService, ImpliesServices, effective_services, service_problems
 from srtd.services._units import instances, placed_nodes, readiness_of, service_ports, service_units
 
@@ -14,11 +15,14 @@ __all__ = [
     "Instance",
     "ServiceKind",
     "_builtin",
+    "_mooncake",
     "effective_services",
     "get_kind",
     "instances",
     "kind_names",
     "placed_nodes",
+    "pool_run_dir",
+    "pool_timeout_env",
     "readiness_of",
     "register_service",
     "service_ports",

@@ -115,58 +115,6 @@ class Nats(_DiscoveryPlane):
         return []
 
 
-@register_service("mooncake-master")
-class MooncakeMaster(ServiceKind):
-    description = "the Mooncake KV store master"
-    default_start = "before_workers"
-    default_critical = True
-    default_placement = "infra"
-    placements = INFRA_PLACEMENTS
-    supports_dedicated = True
-    supports_external = True
-    option_keys = frozenset({"store_config", "device_names_by_gpu"})
-    fixed_ports = {"rpc": 8700, "metadata": 8701, "metrics": 8702}
-    readiness_ports = ("rpc",)
-    discovery_var = "MOONCAKE_MASTER"
-
-    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
-        if svc.command:
-            return list(svc.command)
-        p = self.ports(svc, ctx.port_offset)
-        return [
-            "mooncake_master",
-            f"--port={p['rpc']}",
-            "--enable_http_metadata_server=true",
-            f"--http_metadata_server_port={p['metadata']}",
-            "--eviction_high_watermark_ratio=0.9",
-            "--default_kv_lease_ttl=10000",
-            "--rpc_thread_num=16",
-            "--enable_metric_reporting=true",
-            f"--metrics_port={p['metrics']}",
-        ]
-
-
-@register_service("mooncake-store")
-class MooncakeStore(ServiceKind):
-    description = "a standalone Mooncake store that owns a node's DRAM segment"
-    waits_for = ("mooncake-master",)  # a store registers with the master when it starts
-    default_start = "before_workers"
-    default_critical = True
-    default_placement = "workers"
-
-    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
-        return list(svc.command or ("python", "-m", "mooncake.mooncake_store_service"))
-
-    def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
-        return {"MOONCAKE_LOCAL_HOSTNAME": ctx.address(inst.node)}
-
-    def forced_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
-        master = ctx.discovery.get("MOONCAKE_MASTER", "")
-        host = master.rsplit(":", 1)[0] if master else ""
-        metadata = ctx.discovery.get("MOONCAKE_METADATA", f"http://{host}:{ctx.port(8701)}/metadata")
-        return {"MOONCAKE_MASTER": master, "MOONCAKE_TE_META_DATA_SERVER": metadata}
-
-
 @register_service(LMCACHE_SERVER)
 class LMCacheServer(ServiceKind):
     description = "the LMCache multiprocess server next to vLLM or SGLang workers"

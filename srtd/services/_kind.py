@@ -106,6 +106,10 @@ class ServiceKind(Row):
         port = next(iter(ports.values()), 0)
         return self.discovery_format.format(address=address, port=port)
 
+    def srun_options(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
+        """srun options the kind needs (under the recipe's own)."""
+        return {}
+
     def stop_timeout(self, ctx: PlanContext, svc: ServiceConfig) -> float:
         """Seconds between SIGTERM and SIGKILL when the job stops."""
         return self.terminate_timeout

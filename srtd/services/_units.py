@@ -202,7 +202,12 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
                 srun=Srun(
                     cpus_per_task=svc.cpus_per_task,
                     cpu_bind=svc.cpu_bind,
-                    options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options, **svc.srun_options},
+                    options={
+                        **ctx.cluster.default_srun_options,
+                        **kind.srun_options(ctx, svc),
+                        **ctx.recipe.srun_options,
+                        **svc.srun_options,
+                    },
                     shell=kind.shell,
                     export_env=env if not kind.shell else {},
                 ),

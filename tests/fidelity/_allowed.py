@@ -137,6 +137,28 @@ ALLOWED: tuple[Allow, ...] = (
         "srtd turns Dynamo's own engine health check off in every vLLM worker (it probes /health itself)",
         side="added",
     ),
+    Allow(
+        "service_mooncake-donor",
+        "program",
+        "",
+        "srtctl wraps the donor in its diagnostics helper from runtime_scripts; srtd runs trtllm-serve's donor itself",
+    ),
+    Allow(
+        "prefill_*|decode_*|agg_*",
+        "program",
+        "",
+        "the Mooncake pool's provisioning wrapper around dynamo.trtllm: srtd's own few lines, the same TRT-LLM call",
+        values=lambda d, _o: all("maybe_provision_pool" in str(v) for v in (d.upstream, d.srtd)),
+    ),
+    Allow(
+        "*_*_node-*|frontend_*",
+        "env",
+        "ENROOT_REMAP_ROOT",
+        "this srtctl installs its default Dynamo (0.8.0) into every Dynamo step when the recipe has no `dynamo:` "
+        "section; srtd installs Dynamo only where the recipe asks (dynamo.source)",
+        side="dropped",
+        example="trtllm__dynamo-mooncake",
+    ),
     # --- mounts srtd does not need
     Allow("*", "mount", "<repo>/src/srtctl/runtime_scripts", "srtctl's helper scripts; srtd runs none of them"),
     Allow(

@@ -44,11 +44,9 @@ REFUSED = {
     "vllm/vllm-router-agg.yaml",
 }
 
-# Loaded, but refused by the plan checks for a newer srt-slurm service srtd does not support yet.
-NOT_YET = {
-    "trtllm/dynamo-mooncake.yaml",  # type: mooncake-donor
-    "trtllm/trtllm-serve-mooncake.yaml",
-}
+# Loaded, but refused by the plan checks for a newer srt-slurm service srtd does not support yet
+# (none today: TRT-LLM's Mooncake pool and its donors are built).
+NOT_YET: set[str] = set()
 
 # Recipes one machine cannot hold, and why (the plan error, in full).
 NOT_LOCAL = {

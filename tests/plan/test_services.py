@@ -733,7 +733,8 @@ VALIDATION: dict[str, tuple[str, str, list[tuple[int, str, str]]]] = {
                 12,
                 "services.0.type",
                 "unknown service type 'redis'; known: dcgm-exporter, etcd, generic, gms, lmcache-server, "
-                "mooncake-master, mooncake-store, nats, node-exporter, process-exporter, ray, tachometer",
+                "mooncake-donor, mooncake-master, mooncake-store, nats, node-exporter, process-exporter, ray, "
+                "tachometer",
             )
         ],
     ),
@@ -1142,13 +1143,13 @@ def test_with_workers_starts_beside_the_workers_and_is_stopped_after_them() -> N
     assert store.readiness.timeout_seconds == 900
 
 
-def test_a_newer_upstream_service_type_is_named_as_not_supported_yet() -> None:
-    body = AGG + "services:\n  - {name: donor, type: mooncake-donor}\n"
+def test_a_donor_needs_trtllms_pool_master() -> None:
+    body = AGG + "services:\n  - {name: donor, type: mooncake-donor, options: {size: 4GiB}}\n"
     assert check_problems(body) == [
         (
             11,
             "services.0.type",
-            "'mooncake-donor' (a TRT-LLM Mooncake store donor) is a newer srt-slurm service type that srtd "
-            "does not support yet; see docs/recipe.md",
+            "mooncake-donor needs a mooncake-master with TRT-LLM pool options "
+            "(eviction_ratio, master_timeout_s, store_role)",
         )
     ]

@@ -32,7 +32,7 @@ NEWER_THAN_REFERENCE = (
     "srt-slurm/examples/features/status-reporting.yaml",
     "srt-slurm/examples/trtllm/dynamo-disagg-mooncake.yaml",
     "srt-slurm/examples/trtllm/trtllm-serve-disagg-mooncake.yaml",
-    # start: with_workers and readiness.file load; their mooncake-donor service is refused at plan time
+    # start: with_workers, readiness.file and TRT-LLM's Mooncake pool (pool master, mooncake-donor)
     "srt-slurm/examples/trtllm/dynamo-mooncake.yaml",
     "srt-slurm/examples/trtllm/trtllm-serve-mooncake.yaml",
 )
