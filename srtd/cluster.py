@@ -96,6 +96,12 @@ class Cluster(BaseSettings):
     """Nodes share one host's ports (several Slurm nodes on one machine): no two listeners
     of the job get the same port.  srtd run also turns it on when two nodes of the
     allocation resolve to one host."""
+    node_check_interval_seconds: float = Field(default=3.0, ge=0)
+    """How often srtd run connects to the slurmd of every node of the allocation to see that it is
+    still there (docs/failures.md); 0 turns the check off.  Each connect costs one error line in slurmd's log."""
+    node_lost_seconds: float = Field(default=10.0, gt=0)
+    """A node none of whose slurmd connects succeeded for this long is lost: its units fail with
+    `node NODE lost (...)`.  Detection within this + the check interval + 2 s (15 s by default)."""
     early_warning_seconds: int | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None
