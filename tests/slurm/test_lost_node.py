@@ -114,7 +114,7 @@ def test_a_restartable_worker_on_a_lost_node_is_not_relaunched_there(
     end = _end(job, log_dir)
     events = journal(log_dir)
     states = [e["state"] for e in events if e.get("unit") == LOST]
-    assert states == ["starting", "ready", "exited", "backoff", "failed"], states
+    assert states == ["waiting", "starting", "ready", "exited", "backoff", "failed"], states
     failed = unit_finals(events)[LOST]
     assert failed["reason"].startswith("launch failed: agg_1_node2: node node2 lost (slurmd at 127.0.0.3:17002 ")
     assert not (record / f"{LOST}.1.start").exists()  # never relaunched
