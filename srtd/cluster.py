@@ -101,6 +101,12 @@ class Cluster(BaseSettings):
     """Added to every port srtd chooses (docs/topology.md).  A number pins it; `auto` derives
     it from the Slurm job id, `(id % 100) * 10`, for clusters whose jobs share nodes.  Unset:
     0 on Slurm; a local `srtd run` takes the first free block of ports."""
+    node_check_interval_seconds: float = Field(default=3.0, ge=0)
+    """How often srtd run connects to the slurmd of every node of the allocation to see that it is
+    still there (docs/failures.md); 0 turns the check off.  Each connect costs one error line in slurmd's log."""
+    node_lost_seconds: float = Field(default=10.0, gt=0)
+    """A node none of whose slurmd connects succeeded for this long is lost: its units fail with
+    `node NODE lost (...)`.  Detection within this + the check interval + 2 s (15 s by default)."""
     early_warning_seconds: Annotated[int, Field(ge=1, le=65535)] | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None

@@ -188,11 +188,19 @@ def run(
             from srtd.launch import slurm_addresses
 
             addresses = {**addresses, **slurm_addresses(list(plan.allocation))[0]}
+        from srtd.cluster import load_cluster
+        from srtd.launch import slurmd_targets
+
+        cluster, _ = load_cluster(cluster_config)
+        check = cluster.node_check_interval_seconds
         launcher = SlurmLauncher(
             job_id=slurm_job,
             log_dir=log_path,
             addresses=addresses,
             early_warning=plan.teardown.early_warning_seconds,
+            slurmd=slurmd_targets(list(plan.allocation)) if check > 0 else None,
+            node_check_interval=check,
+            node_lost_after=cluster.node_lost_seconds,
         )
         code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
     raise SystemExit(code)

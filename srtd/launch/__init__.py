@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
     from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
     from srtd.launch._portblock import PORT_OFFSET_STEP, PortClaim, claim_port_block
-    from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses
+    from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses, slurmd_targets
 
 # The launchers themselves load on first use: `srtd plan` renders srun lines and needs
 # none of them (nor structlog and anyio, which they import).
@@ -26,7 +26,7 @@ _LAZY = {
     **dict.fromkeys(("FakeHandle", "FakeLauncher", "FakeRun", "FakeSignal", "FakeStart"), "_fake"),
     **dict.fromkeys(("LOCAL_ADDRESS", "LocalHandle", "LocalLauncher", "unit_argv", "unit_env"), "_local"),
     **dict.fromkeys(("PORT_OFFSET_STEP", "PortClaim", "claim_port_block"), "_portblock"),
-    **dict.fromkeys(("SlurmHandle", "SlurmLauncher", "list_steps", "slurm_addresses"), "_slurm"),
+    **dict.fromkeys(("SlurmHandle", "SlurmLauncher", "list_steps", "slurm_addresses", "slurmd_targets"), "_slurm"),
 }
 
 
@@ -60,6 +60,7 @@ __all__ = [
     "list_steps",
     "signal_name",
     "slurm_addresses",
+    "slurmd_targets",
     "srun_argv",
     "srun_line",
     "srun_nodelist",

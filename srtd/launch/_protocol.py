@@ -27,6 +27,12 @@ class ExitStatus:
 
     code: int | None = None
     signal: int | None = None
+    lost: str | None = None  # the attempt could not be reached any more (its node was lost): why
+
+    @classmethod
+    def unreachable(cls, reason: str) -> ExitStatus:
+        """The attempt is given up because it cannot be reached (`node node2 lost (...)`)."""
+        return cls(lost=reason)
 
     @classmethod
     def from_returncode(cls, returncode: int) -> ExitStatus:
@@ -48,7 +54,9 @@ class ExitStatus:
         return self.code if self.code is not None else 1
 
     def describe(self) -> str:
-        """`exit code 3`, `killed by SIGKILL`."""
+        """`exit code 3`, `killed by SIGKILL`, or why it was lost."""
+        if self.lost is not None:
+            return self.lost
         if self.signal is not None:
             return f"killed by {signal_name(self.signal)}"
         if self.code is not None:

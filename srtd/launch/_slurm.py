@@ -11,7 +11,8 @@
 - The srun client's exit is the attempt's exit; srun mirrors the task's code (7, or
   128 + N for a task killed by signal N, which is reported as that signal).
 - `signal` is `scancel --signal=<SIG> --full <job>.<step>`; `kill` is `scancel
-  --signal=KILL <job>.<step>`.  scancel's exit status is ignored (22.05 exits 225 after
+  --signal=KILL <job>.<step>`, each sent in the background (`send`): a scancel blocks
+  MessageTimeout while any node of the job does not answer.  scancel's exit status is ignored (22.05 exits 225 after
   delivering): the step ending, seen as srun's exit, is the truth.  Before the step id
   is known the signal goes to the srun client (which forwards it).
 - An srun client that died is not proof that its step did: when the client was killed
@@ -20,6 +21,12 @@
   the launcher every step it started that Slurm still lists (`squeue --steps`) is
   killed with scancel and waited for.  Both leave the steps to Slurm while Slurm is
   ending the job itself (scancel, time limit), so srtd finishes inside KillWait.
+- A node that stops answering (`_presence.py`: its slurmd refuses or ignores connects
+  for `node_lost_after` s) is lost: each attempt there ends at once as
+  `ExitStatus.unreachable("node nodeK lost (...)")` (its srun client, which would wait
+  for SlurmdTimeout, is killed), it is never signalled again (a scancel aimed at it
+  blocks MessageTimeout), a start that needs the node is refused with that reason, and
+  on leaving its step is left to Slurm with one line instead of being waited for.
 - Addresses come from the caller (`scontrol show node` NodeAddr, looked up once per job
   by `slurm_addresses`).
 """
@@ -36,9 +43,12 @@ from types import TracebackType
 from typing import Self
 
 import anyio
+import anyio.abc
 import structlog
 
 from srtd.errors import LaunchError
+from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
+from srtd.launch._presence import NodePresence
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, StopCause, signal_name
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
@@ -106,6 +116,7 @@ class SlurmHandle:
         self._step_id: str | None = None
         self._settled = False
         self._lock = anyio.Lock()
+        self.lost: str | None = None  # set when its node is lost: why
 
     @property
     def pid(self) -> int | None:
@@ -123,10 +134,19 @@ class SlurmHandle:
 
     def poll(self) -> ExitStatus | None:
         status = self._child.poll()
+        if status is not None and self.lost is not None:
+            return ExitStatus.unreachable(self.lost)
         return None if status is None else _status_of(status)
+
+    def give_up(self, reason: str) -> None:
+        """Its node is lost: the attempt ends now with `reason`, and is never signalled again."""
+        self.lost = reason
+        self.kill_client()
 
     async def wait(self) -> ExitStatus:
         status = await self._child.wait()
+        if self.lost is not None:
+            return ExitStatus.unreachable(self.lost)
         if status.signal is not None and not self._settled:
             # The srun client itself was killed: its step (and task) may live on.
             async with self._lock:
@@ -165,7 +185,7 @@ class SlurmHandle:
         return self._step_id
 
     async def signal(self, sig: int) -> None:
-        if self._child.poll() is not None:
+        if self._child.poll() is not None or self.lost is not None:
             return
         step = await self.find_step()
         if step is None:
@@ -173,7 +193,7 @@ class SlurmHandle:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._child.pid, sig)
             return
-        await self.launcher.scancel(step, sig)
+        self.launcher.send(step, sig)
 
     async def kill(self) -> None:
         await self.signal(_signal.SIGKILL)
@@ -205,6 +225,9 @@ class SlurmLauncher:
         squeue: str = "squeue",
         step_id_wait: float = STEP_ID_WAIT,
         early_warning: int = 0,
+        slurmd: Mapping[str, tuple[str, int]] | None = None,
+        node_check_interval: float = 0.0,
+        node_lost_after: float = 10.0,
     ) -> None:
         self.job_id = job_id
         self.log_dir = Path(log_dir)
@@ -215,12 +238,20 @@ class SlurmLauncher:
         self.step_id_wait = step_id_wait
         self.early_warning = early_warning
         self.handles: list[SlurmHandle] = []
+        # node -> its slurmd's (address, port): checked for presence while the job runs
+        self.presence = NodePresence(
+            slurmd or {}, interval=node_check_interval, lost_after=node_lost_after, on_lost=self.node_lost
+        )
+        self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
         try:
             (self.log_dir / STEP_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise LaunchError(f"cannot create {self.log_dir / STEP_DIR}: {e.strerror}") from e
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self.presence.run)
         return self
 
     async def __aexit__(
@@ -229,8 +260,29 @@ class SlurmLauncher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.sweep()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.sweep()
+        finally:
+            # The presence check's task group was entered in __aenter__: left here, outside the shield.
+            if self._tg is not None:
+                tg, self._tg = self._tg, None
+                tg.cancel_scope.cancel()
+                await tg.__aexit__(None, None, None)
+
+    def node_lost(self, node: str, evidence: str) -> None:
+        """The presence check gave `node` up: every attempt there ends with the reason."""
+        reason = f"node {node} lost ({evidence})"
+        log.error("a node of the job is lost", node=node, evidence=evidence)
+        for handle in self.handles:
+            if node in handle.unit.nodes and handle.poll() is None:
+                handle.give_up(reason)
+
+    def _refuse_lost(self, unit: Unit) -> None:
+        for node in unit.nodes:
+            evidence = self.presence.lost.get(node)
+            if evidence is not None:
+                raise LaunchError(f"{unit.name}: node {node} lost ({evidence})")
 
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
@@ -265,7 +317,16 @@ class SlurmLauncher:
         # The exit status is not the truth (22.05 exits 225 after delivering); the step ending is.
         await _tool([*argv, step])
 
+    def send(self, step: str, sig: int) -> None:
+        """scancel in the background: it can block for MessageTimeout (a node of the job not
+        answering makes slurmctld wait for it), and the step ending, seen as srun's exit, is
+        the truth anyway; so a stop never waits for the scancel behind it."""
+        if self._tg is None:
+            raise RuntimeError("SlurmLauncher used outside `async with`")
+        self._tg.start_soon(self.scancel, step, sig)
+
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> SlurmHandle:
+        self._refuse_lost(unit)
         step = step_name(unit.name, attempt)
         argv = self.argv(unit, attempt, log_path)
         env = dict(os.environ)
@@ -330,6 +391,7 @@ class SlurmLauncher:
         if state is not None and state != "RUNNING":
             log.info("Slurm is ending the job; it stops the remaining steps itself", state=state)
             return
+        abandoned = self.leave_lost()
         live = [h for h in self.handles if h.poll() is None]
         for handle in live:
             log.warning("stopping a leftover step", step=handle.step)
@@ -342,7 +404,7 @@ class SlurmLauncher:
                 handle.kill_client()
                 with anyio.move_on_after(2.0):
                     await handle.wait()
-        ours = {h.step for h in self.handles}
+        ours = {h.step for h in self.handles} - abandoned
         if not ours:
             return
         with anyio.move_on_after(_SWEEP_WAIT):
@@ -357,6 +419,18 @@ class SlurmLauncher:
                     log.warning("killing a step that outlived its srun client", step=name, step_id=sid)
                     await self.scancel(sid, _signal.SIGKILL)
                 await anyio.sleep(0.5)
+
+    def leave_lost(self) -> set[str]:
+        """The step names of attempts on lost nodes, each said once: Slurm ends them with the job."""
+        names: set[str] = set()
+        for handle in self.handles:
+            if handle.lost is None:
+                continue
+            names.add(handle.step)
+            nodes = ", ".join(n for n in handle.unit.nodes if n in self.presence.lost)
+            step = handle.step_id or handle.step
+            log.warning(f"left to Slurm: step {step} on lost node {nodes}")
+        return names
 
 
 def parse_duration(text: str) -> int | None:
@@ -376,47 +450,13 @@ def parse_duration(text: str) -> int | None:
     return days * 86400 + seconds
 
 
-def parse_nodes(text: str) -> dict[str, dict[str, str]]:
-    """`scontrol show node --oneliner` output: node name -> its `Key=Value` fields."""
-    nodes: dict[str, dict[str, str]] = {}
-    for line in text.splitlines():
-        fields: dict[str, str] = {}
-        for word in line.split():
-            key, sep, value = word.partition("=")
-            if sep:
-                fields[key] = value
-        name = fields.get("NodeName")
-        if name:
-            nodes[name] = fields
-    return nodes
-
-
-def slurm_addresses(nodes: Sequence[str], scontrol: str = "scontrol") -> tuple[dict[str, str], bool]:
-    """Each node's address as Slurm knows it (NodeAddr), and whether two nodes share a host.
-
-    One `scontrol show node` for the whole allocation.  Nodes on one host (the same
-    NodeHostName or the same address) share a port space for wildcard binds.
-    """
-    if not nodes:
-        return {}, False
-    try:
-        done = subprocess.run(
-            [scontrol, "--oneliner", "show", "node", ",".join(nodes)],
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"cannot ask Slurm for the nodes' addresses: {e}") from e
-    if done.returncode != 0:
-        raise LaunchError(f"scontrol show node failed: {done.stderr.strip() or done.returncode}")
-    found = parse_nodes(done.stdout)
-    addresses: dict[str, str] = {}
-    hosts: list[str] = []
-    for node in nodes:
-        fields = found.get(node, {})
-        addresses[node] = fields.get("NodeAddr") or node
-        hosts.append(fields.get("NodeHostName") or addresses[node])
-    shared = len(set(hosts)) < len(hosts) or len(set(addresses.values())) < len(addresses)
-    return addresses, shared
+__all__ = [
+    "SlurmHandle",
+    "SlurmLauncher",
+    "list_steps",
+    "parse_duration",
+    "parse_nodes",
+    "show_nodes",
+    "slurm_addresses",
+    "slurmd_targets",
+]

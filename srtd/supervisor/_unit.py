@@ -59,7 +59,9 @@ REQUESTED = "restart requested"  # the reason of a restart asked for through `sr
 
 
 def ended(status: ExitStatus) -> str:
-    """`exited with exit code 3`, `was killed by SIGKILL`."""
+    """`exited with exit code 3`, `was killed by SIGKILL`, `node node2 lost (...)`."""
+    if status.lost is not None:
+        return status.lost
     if status.signal is not None:
         return f"was {status.describe()}"
     return f"exited with {status.describe()}"
