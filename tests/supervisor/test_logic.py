@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -250,6 +250,25 @@ async def test_hold_runs_until_stopped(tmp_path: Path) -> None:
     assert run.result.postmortem is None
 
 
+async def sigusr1_during(
+    job: Callable[[], Awaitable[None]],
+    done: list[Run],
+    stop: Stop,
+    explain: Callable[[int], Awaitable[StopCause | None]],
+) -> Run:
+    """Run `job` with the signal relay, send srtd itself SIGUSR1 once it runs, return its run."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(relay_signals, stop, explain=explain))
+        tg.start_soon(job)
+        await anyio.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        with anyio.fail_after(10):
+            while not done:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    return done[0]
+
+
 async def test_a_signal_the_launcher_explains_as_the_time_limit_ends_the_job_marked_so(tmp_path: Path) -> None:
     stop = Stop()
     done: list[Run] = []
@@ -262,16 +281,7 @@ async def test_a_signal_the_launcher_explains_as_the_time_limit_ends_the_job_mar
     async def job() -> None:
         done.append(await go(tmp_path, [fu("a")], hold=True, stop=stop))
 
-    async with anyio.create_task_group() as tg:
-        await tg.start(partial(relay_signals, stop, explain=explain))
-        tg.start_soon(job)
-        await anyio.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGUSR1)
-        with anyio.fail_after(10):
-            while not done:
-                await anyio.sleep(0.02)
-        tg.cancel_scope.cancel()
-    run = done[0]
+    run = await sigusr1_during(job, done, stop, explain)
     assert asked == [signal.SIGUSR1]
     assert (run.result.state, run.result.exit_code) == (JobState.CANCELLED, 128 + signal.SIGUSR1)
     assert run.result.reason == "received SIGUSR1 90 s before the time limit"
@@ -308,16 +318,7 @@ async def test_a_stop_signal_stops_the_units_before_the_launcher_has_explained_i
             )
         )
 
-    async with anyio.create_task_group() as tg:
-        await tg.start(partial(relay_signals, stop, explain=explain))
-        tg.start_soon(job)
-        await anyio.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGUSR1)
-        with anyio.fail_after(10):
-            while not done:
-                await anyio.sleep(0.02)
-        tg.cancel_scope.cancel()
-    run = done[0]
+    run = await sigusr1_during(job, done, stop, explain)
     assert run.result.reason == "explained after the units were signalled"
     assert run.signals() == [("a", signal.SIGTERM)]
 
