@@ -61,13 +61,13 @@ APT_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin")
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff==0.17.6")  # pinned: a new ruff must not turn CI red on its own
-    session.run("ruff", "check", "srtd", "tests", "noxfile.py", "benchmarks", "scripts")
-    session.run("ruff", "format", "--check", "srtd", "tests", "noxfile.py", "benchmarks", "scripts")
+    session.run("ruff", "check", "srtd", "tests", "noxfile.py", "perf", "scripts")
+    session.run("ruff", "format", "--check", "srtd", "tests", "noxfile.py", "perf", "scripts")
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy in strict mode on srtd/ and benchmarks/."""
+    """mypy in strict mode on srtd/ and perf/."""
     session.install("-e", ".[dev]")
     session.run("mypy")
 
@@ -210,4 +210,4 @@ def bench(session: nox.Session) -> None:
     a smoke run.  supervisord, circus and matplotlib are installed here only.
     """
     session.install("-e", ".[collector]", "supervisor", "circus", "matplotlib")
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    session.run("python", "-m", "perf", *session.posargs)

@@ -8,7 +8,7 @@ not waiting for an fsync per request, which under the disk traffic of the jobs
 themselves stalls every request for tens of milliseconds.  The calls are made on the
 event loop itself: each is a few hundred microseconds against a local file, one
 writer at a time, which is cheaper than handing them to a thread and back
-(docs/collector.md, why SQLite; benchmarks/ measures it).
+(docs/collector.md, why SQLite; perf/ measures it).
 
 The merge rules of the contract live here (`record_post`, `record_put`); an event is
 recorded whenever a job's (status, stage, message) changes.

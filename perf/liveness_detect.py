@@ -1,6 +1,6 @@
 """How long srtd takes to call a frozen worker unhealthy, against period x threshold.
 
-    python benchmarks/liveness_detect.py [--runs 5]
+    python perf/liveness_detect.py [--runs 5]
 
 For each (period, threshold, timeout) below, a real toy worker (`srtd.toy.worker`, an
 HTTP server) runs under the supervisor with an HTTP liveness probe of its /health.

@@ -23,8 +23,8 @@ from srtd.supervisor import JobResult, NullConsole, Stop, supervise
 from srtd.unit import Plan, Readiness, Restart, Unit, UnitKind
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-PROG = REPO / "benchmarks" / "_prog.py"
+RESULTS = REPO / "perf" / "results"
+PROG = REPO / "perf" / "_prog.py"
 TICK = os.sysconf("SC_CLK_TCK")
 
 

@@ -1,6 +1,6 @@
-"""`python -m benchmarks [SCENARIO ...] [--quick] [--no-page]`: run scenarios, write results and the page.
+"""`python -m perf [SCENARIO ...] [--quick] [--no-page]`: run scenarios, write results and the page.
 
-Each scenario writes `benchmarks/results/<name>.json`; afterwards docs/performance.md
+Each scenario writes `perf/results/<name>.json`; afterwards docs/performance.md
 is regenerated from every result file there (so one scenario can be rerun alone).
 Without a scenario name, all of them run, in the order listed by `--list`.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._common import load_average, save
+from perf._common import load_average, save
 
 # Measure srtd as installed (pip writes bytecode), not recompiled from source on every
 # start: the developers' shells set PYTHONDONTWRITEBYTECODE=1.  Children inherit this.
@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from benchmarks import _collector, _latency, _peers, _plan, _watching
+    from perf import _collector, _latency, _peers, _plan, _watching
 
     return {
         "exits": _latency.exits,
@@ -41,7 +41,7 @@ def scenarios() -> dict[str, Scenario]:
 
 def main(argv: list[str] | None = None) -> int:
     table = scenarios()
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__)
     parser.add_argument("scenario", nargs="*", help=f"any of: {', '.join(table)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     parser.add_argument("--no-page", action="store_true", help="do not regenerate docs/performance.md")
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         path = save(name, data, began, load)
         print(f"[bench] {name}: {time.monotonic() - began:.1f} s -> {path}", file=sys.stderr, flush=True)
     if not args.no_page:
-        from benchmarks._report import write_page
+        from perf._report import write_page
 
         page = write_page()
         print(f"[bench] wrote {page}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """The local agg run of the real Dynamo stack, timed: `srtd run recipes/local/dynamo-agg.yaml`.
 
     nox -s dynamo                      # once: prepares .nox/dynamo-stack
-    python benchmarks/dynamo_agg.py [--runs 3] [--stack .nox/dynamo-stack] [--shared-network]
+    python perf/dynamo_agg.py [--runs 3] [--stack .nox/dynamo-stack] [--shared-network]
 
 As root it moves into a network namespace of its own first (`unshare -n`), so the
 recipe's fixed ports collide with nothing else on the machine.

@@ -1,6 +1,6 @@
 """Does a crowd of `srtd attach` clients slow the supervisor down?
 
-    python benchmarks/attach_load.py [--clients 100] [--restarts 40] [--rounds 3]
+    python perf/attach_load.py [--clients 100] [--restarts 40] [--rounds 3]
 
 Runs a real `srtd run` of a plan with one unit that crashes in a loop (restart
 always, 0.1 s backoff).  Each attempt lives 0.2 s (so the launch's own events have

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import CPU_CLOCK, journal_events, measure_cpu, plan, stop_process, unit, wait_until
+from perf._common import CPU_CLOCK, journal_events, measure_cpu, plan, stop_process, unit, wait_until
 
 FATAL = "FATAL-BENCH unrecoverable"
 WRITER = Path(__file__).resolve().parent / "_writer.py"

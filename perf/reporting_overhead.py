@@ -1,6 +1,6 @@
 """What status reporting costs a local job: wall time of `srtd run` with and without collectors.
 
-    python benchmarks/reporting_overhead.py [--runs 5]
+    python perf/reporting_overhead.py [--runs 5]
 
 Runs recipes/features/status-reporting.yaml as a whole process, `--runs` times for
 each case, interleaved: no reporting; a collector that answers

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (
+from perf._common import (
     CPU_CLOCK,
     cpu_sample,
     cpu_spent,

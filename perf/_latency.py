@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx
 
-from benchmarks._common import (
+from perf._common import (
     events_of,
     marks,
     plan,

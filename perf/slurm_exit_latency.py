@@ -1,7 +1,7 @@
 """Exit of a step's task -> srtd seeing it, on the dev Slurm cluster.  Target: p99 <= 250 ms.
 
     scripts/slurm-dev-cluster up 4
-    python benchmarks/slurm_exit_latency.py [--samples 200] [--parallel 4]
+    python perf/slurm_exit_latency.py [--samples 200] [--parallel 4]
 
 Submits one batch job (`sbatch --wait`) that runs this file again with `--inside`.
 Inside the allocation it launches `--samples` one-task steps through `SlurmLauncher`,

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from benchmarks._common import pct
+from perf._common import pct
 
 TARGET_P99_MS = 50.0
 JOBS = 20

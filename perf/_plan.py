@@ -14,7 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from benchmarks._common import REPO
+from perf._common import REPO
 
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
 
