@@ -19,24 +19,6 @@ DOCUMENTED = {0, 1, 2, 3, 4}
 MEMORY = 1 << 30  # RLIMIT_AS of a subprocess: 1 GiB, a recipe needs a few tens of MiB
 SECONDS = 20  # RLIMIT_CPU, and the wall-clock timeout beside it
 
-BASE = """\
-schema: 2
-name: t
-model:
-  path: /models/m
-  container: img.sqsh
-  precision: fp8
-resources:
-  gpus_per_node: 8
-engine: sglang
-roles:
-  agg:
-    nodes: 1
-    workers: 1
-    gpus: 8
-frontend:
-  type: sglang-router
-"""
 EXAMPLE_JOURNAL = Path(__file__).parent.parent / "attach" / "data" / "example.jsonl"
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.helpers import BASE, EXAMPLE_JOURNAL, bounded, one_line, srtd, tree
+from tests.hostile.helpers import EXAMPLE_JOURNAL, bounded, one_line, srtd, tree
+from tests.recipe.samples import BASE
 
 LOC = re.compile(r"^srtd: \S+:\d+:\d+ ")  # file:line:col, then the field
 
