@@ -2,8 +2,9 @@
 
 A lost node is its `slurmd -N nodeK`, the slurmstepd of every step of the job there and
 those steps' tasks, all SIGKILLed at once (what a node that loses power leaves behind,
-minus the TCP resets).  `restore` runs `scripts/slurm-dev-cluster up`, which restarts
-that slurmd and resumes nodes Slurm drained.
+minus the TCP resets).  `mark_down` stands in for SlurmdTimeout expiring; `restore`
+runs `scripts/slurm-dev-cluster up`, which restarts that slurmd and resumes nodes Slurm
+drained.
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ def kill_node(node: str, job: str) -> dict[str, list[int]]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     return found
+
+
+def mark_down(node: str) -> None:
+    """What slurmctld does itself once SlurmdTimeout (300 s) passes without word from `node`.
+
+    A DOWN node leaves its jobs' completing steps: they end at once.  Without this the
+    job waits in COMPLETING for Slurm to resend TERMINATE_JOB after the node returns,
+    which takes from seconds to well over 240 s depending on where the purge cycle is.
+    """
+    subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=down", "reason=srtd test: node lost"],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
 
 
 def restore() -> None:

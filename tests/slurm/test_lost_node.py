@@ -2,11 +2,12 @@
 
 Slurm itself says nothing for SlurmdTimeout (300 s here); srtd's presence check must
 notice within 15 s, end the job as the policy says, tear down inside KillWait + 5 s, and
-leave no step once the node is back (docs/failures.md).
+leave no step once Slurm declares the node down (docs/failures.md).
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from tests.slurm.conftest import (
     unit_finals,
     wait_for,
 )
-from tests.slurm.node_loss import kill_node, restore
+from tests.slurm.node_loss import kill_node, mark_down, restore
 
 pytestmark = pytest.mark.usefixtures("slurm")
 
@@ -48,7 +49,8 @@ def _start(tmp_path: Path, token: str, edit: Callable[[dict[str, Any]], None] | 
     recipe.write_text(custom_job("lost", token, record))
     log_dir = tmp_path / "logs"
     plan = plan_job(recipe, tmp_path, "node[1-2]", log_dir, edit)
-    job = sbatch(run_script(plan, 2), tmp_path, "--nodelist=node[1-2]")
+    # --no-requeue: marking node2 down afterwards must not bring the job back.
+    job = sbatch(run_script(plan, 2), tmp_path, "--nodelist=node[1-2]", "--no-requeue")
     journal_path = log_dir / "events.jsonl"
 
     def running() -> bool:
@@ -67,10 +69,19 @@ def _end(job: str, log_dir: Path) -> dict[str, Any]:
 
 
 def _after_restore(job: str) -> None:
+    """srtd has ended: what it left to Slurm is gone once Slurm declares the node down."""
+    wait_for(f"job {job}'s batch script to exit", lambda: job_phase(job) in ("", "COMPLETING"), timeout=60)
+    mark_down("node2")
+    wait_for(f"job {job} to leave squeue", lambda: not job_listed(job), timeout=60)
     restore()
-    # Slurm resends TERMINATE_JOB to the returned node on its own schedule (~150 s here).
-    wait_for(f"job {job} to leave squeue", lambda: not job_listed(job), timeout=240)
     assert squeue_steps(job) == {}
+
+
+def job_phase(job: str) -> str:
+    done = subprocess.run(
+        ["squeue", "--noheader", f"--jobs={job}", "--format=%T"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
 
 
 def test_a_critical_worker_on_a_lost_node_fails_the_job_naming_the_node(
