@@ -11,33 +11,41 @@ from typing import Any, TypeVar
 import click
 
 from srtd import __version__
-from srtd.errors import EXIT_INTERNAL, describe, exit_code_for, user_error
+from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Group(click.Group):
-    """Runs every command under the same error policy: one line per problem, no traceback."""
+    """Runs every command under the same error policy: one line per problem, no traceback.
+
+    The one place a command's outcome becomes the process's exit status: a command
+    returns its code (None for success) or raises; `_outcome` turns either into a code.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
+        ctx.exit(self._outcome(ctx))
+
+    def _outcome(self, ctx: click.Context) -> int:
         try:
-            return super().invoke(ctx)
+            code = super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except KeyboardInterrupt:
             click.echo("srtd: interrupted", err=True)
-            ctx.exit(130)
+            return EXIT_INTERRUPTED
         except Exception as err:
             known = user_error(err)
             if known is not None:
                 for line in describe(known).splitlines():
                     click.echo(f"srtd: {line}", err=True)
-                ctx.exit(exit_code_for(known))
+                return exit_code_for(known)
             # a bug in srtd: say so in one line, keep the traceback
             with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
                 traceback.print_exc(file=fh)
             click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
-            ctx.exit(EXIT_INTERNAL)
+            return EXIT_INTERNAL
+        return EXIT_OK if code is None else int(code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,6 +65,5 @@ def main() -> None:
 
     try:
         cli(standalone_mode=True)
-    except BrokenPipeError:  # `srtd plan ... | head`
+    except BrokenPipeError:  # `srtd plan ... | head`: the reader is gone, nothing to report (exit 0)
         sys.stderr.close()
-        sys.exit(0)

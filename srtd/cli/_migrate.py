@@ -12,9 +12,7 @@ from typing import Any
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import EXIT_INPUT, EXIT_JOB_FAILED, EXIT_OK, LaunchError, Problem, RecipeError, UsageError
-
-EXIT_WOULD_CHANGE = EXIT_JOB_FAILED  # `--check`: 1 when a file is not schema 2 yet, as linters do
+from srtd.errors import EXIT_INPUT, EXIT_OK, EXIT_WOULD_CHANGE, LaunchError, Problem, RecipeError, UsageError
 
 
 def _write(path: Path, text: str) -> None:
@@ -57,7 +55,7 @@ def _diff(path: Path, old: str, new: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: every file, changed or not, its notes.")
 def migrate(
     files: tuple[Path, ...], in_place: bool, output: Path | None, check: bool, show_diff: bool, as_json: bool
-) -> None:
+) -> int:
     """Rewrite schema 1 recipes (plain, override files, sweeps) as schema 2.
 
     Comments and key order are kept; a key that moves takes its comment along.
@@ -115,7 +113,7 @@ def migrate(
         for problem in problems:
             click.echo(str(problem), err=True)
     if problems:
-        raise SystemExit(EXIT_INPUT)
+        return EXIT_INPUT
     if check and any(r["changed"] for r in report):
-        raise SystemExit(EXIT_WOULD_CHANGE)
-    raise SystemExit(EXIT_OK)
+        return EXIT_WOULD_CHANGE
+    return EXIT_OK

@@ -135,7 +135,7 @@ def run(
     log_dir: str | None,
     port_offset: int | None,
     as_json: bool,
-) -> None:
+) -> int:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
 
     Inside a Slurm allocation each unit is a named Slurm step; with --local, or
@@ -203,4 +203,4 @@ def run(
             node_lost_after=cluster.node_lost_seconds,
         )
         code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
-    raise SystemExit(code)
+    return code
