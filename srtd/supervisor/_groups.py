@@ -7,11 +7,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import Clock
-from srtd.supervisor._unit import AttemptEnd, UnitRunner
 
 if TYPE_CHECKING:
     from srtd.launch import Handle
+    from srtd.supervisor._unit import UnitRunner
 
 
 @dataclass

@@ -27,7 +27,7 @@ from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import Condition, Plan, Unit
 
 if TYPE_CHECKING:
-    from srtd.supervisor._unit import Verdict
+    from srtd.supervisor._attempt import Verdict
 
 
 class Peer(Protocol):
