@@ -1,8 +1,12 @@
-"""The job: every unit's task, the decision when to end, the teardown, the report.
+"""The job: its state, every unit's task, and the decision when to end.
+
+Around it: the teardown (`_teardown.py`), the report made of the end (`_outcome.py`),
+what the console shows (`_rows.py`), the control verbs its services use (`_control.py`)
+and the restarts of multi-node groups (`_groups.py`).
 
 `supervise()` runs one `Plan` to its end and returns a `JobResult`.  The job ends
 - when every terminal unit has ended: the worst exit code wins (a terminal unit
-  killed by signal N counts as 128 + N);
+  killed by signal N counts as 128 + N, `EXIT_SIGNAL_BASE`);
 - on a critical failure: exit 1, the culprit, its exit or matched line and log tail;
 - on a stop request (a signal): exit 128 + signum, state `cancelled`;
 - without terminal units and without `plan.hold`: when every unit has ended (exit 0:
