@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 
 class UnitRunner:
+    """One unit of the job: its state, its dependencies, its attempts (one task)."""
+
     def __init__(self, port: JobPort, unit: Unit, log_path: Path) -> None:
         self.port = port
         self.unit = unit
