@@ -7,18 +7,26 @@ a bug in srtd and exits with `EXIT_INTERNAL`.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # Exit codes: documented in docs/exit-codes.md, and nowhere else decided.
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1  # a critical unit failed, or a terminal unit exited non-zero (its code wins)
+EXIT_WOULD_CHANGE = EXIT_JOB_FAILED  # `srtd migrate --check`: a file is not schema 2 yet, as linters say
 EXIT_INPUT = 2  # recipe, cluster file, plan or command line is invalid; nothing was started
 EXIT_LAUNCH = 3  # the environment refused: a launcher could not start, the log dir is not writable
 EXIT_ATTACH = 4  # no such job to attach to, or its socket refused us
 EXIT_NO_RESULTS = 5  # the benchmark exited 0 but measured nothing (the results gate, docs/results.md)
 EXIT_INTERNAL = 70  # a bug in srtd (EX_SOFTWARE); the traceback is saved, not printed
 EXIT_SIGNAL_BASE = 128  # stopped by signal N: 128 + N, as shells report it
+EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # Ctrl-C outside a job's own signal handling (130)
+
+
+def exit_for_signal(signum: int) -> int:
+    """The exit code of a process stopped by signal `signum`, as a shell reports it."""
+    return EXIT_SIGNAL_BASE + signum
 
 
 @dataclass(frozen=True, slots=True)

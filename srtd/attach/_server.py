@@ -50,7 +50,7 @@ from srtd.runtime import runtime_dir
 from srtd.supervisor import Journal, read_tail
 
 if TYPE_CHECKING:
-    from srtd.supervisor import Job
+    from srtd.supervisor import ServicePort
 
 QUEUE_SIZE = 1000  # messages a client may fall behind before it is dropped
 DRAIN_SECONDS = 2.0  # after the job ended: how long clients get to read their last events
@@ -219,7 +219,7 @@ async def _request_lines(stream: anyio.abc.SocketStream) -> AsyncIterator[bytes 
 
 
 class AttachServer:
-    def __init__(self, job: Job, path: Path, *, queue_size: int = QUEUE_SIZE) -> None:
+    def __init__(self, job: ServicePort, path: Path, *, queue_size: int = QUEUE_SIZE) -> None:
         self.job = job
         self.path = path
         self.queue_size = queue_size
@@ -352,7 +352,7 @@ class AttachServer:
         reply = _with_id({"type": "ok", "cmd": request.cmd}, request.id)
         if request.cmd == "snapshot":
             journal = self.journal()
-            client.reply(_with_id(snapshot_message(journal.view, list(job.runners), **self._extras()), request.id))
+            client.reply(_with_id(snapshot_message(journal.view, list(job.units), **self._extras()), request.id))
         elif request.cmd == "subscribe":
             self._subscribe(client, request)
         elif request.cmd == "tail":
@@ -391,7 +391,7 @@ class AttachServer:
         # One synchronous step: the snapshot and the place in the journal from which
         # the events follow, so nothing falls between them and nothing comes twice.
         if not client.offer(
-            encode(_with_id(snapshot_message(view, list(self.job.runners), **self._extras()), request.id))
+            encode(_with_id(snapshot_message(view, list(self.job.units), **self._extras()), request.id))
         ):
             return
         client.follow_journal(journal, start)
@@ -403,14 +403,10 @@ class AttachServer:
 
     def _tail(self, client: _Client, request: Request, tg: anyio.abc.TaskGroup) -> None:
         assert request.unit is not None
-        runner = self.job.runners.get(request.unit)
-        if runner is None:
-            raise ControlError(f"no unit {request.unit!r} in job {self.job.plan.job_id}")
+        log = self.job.log_path(request.unit)  # ControlError for a unit the job does not have
         follow = self.job.follow_log(request.unit, self.queue_size) if request.follow else None
-        lines = read_tail(runner.log_path, request.lines)
-        client.reply(
-            _with_id({"type": "tail", "unit": request.unit, "log": str(runner.log_path), "lines": lines}, request.id)
-        )
+        lines = read_tail(log, request.lines)
+        client.reply(_with_id({"type": "tail", "unit": request.unit, "log": str(log), "lines": lines}, request.id))
         if follow is not None:
             client.streams += 1
             tg.start_soon(self._follow, client, request.unit, follow)
@@ -464,7 +460,7 @@ def _queue_size() -> int:
     return int(text) if text.isdigit() and int(text) > 0 else QUEUE_SIZE
 
 
-async def _bind(job: Job) -> tuple[anyio.abc.SocketListener, Path]:
+async def _bind(job: ServicePort) -> tuple[anyio.abc.SocketListener, Path]:
     directory = private_dir(runtime_dir())
     path = socket_path(job.plan.job_id, directory)
     if path.exists() or path.is_symlink():
@@ -479,7 +475,7 @@ async def _bind(job: Job) -> tuple[anyio.abc.SocketListener, Path]:
 
 
 @contextlib.asynccontextmanager
-async def serve(job: Job) -> AsyncIterator[AttachServer | None]:
+async def serve(job: ServicePort) -> AsyncIterator[AttachServer | None]:
     """Serve `job` on its attach socket for as long as the context runs (a `Service`).
 
     A socket that cannot be set up is reported on stderr and the job runs without one.

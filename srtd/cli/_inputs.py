@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -19,26 +20,48 @@ if TYPE_CHECKING:  # the heavy modules load when a command runs, not for `srtd -
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_OPTIONS = [
+    click.option("--variant", help="Override variant or sweep combination to use (a name or a glob)."),
+    click.option(
+        "--nodes", "nodes_text", help="Host list to plan on, e.g. 'gpu-[01-08]' (default: Slurm's, or synthesized)."
+    ),
+    click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read."),
+    click.option("--local", is_flag=True, help="Plan for this machine: every node is here, one port space."),
+    click.option("--job-id", help="Job id used in paths (default: $SLURM_JOB_ID, or 'local')."),
+    click.option("--log-dir", help="Log directory (default: the recipe's output.log_dir, or outputs/<job>/logs)."),
+    click.option(
+        "--port-offset",
+        type=click.IntRange(min=0),
+        help="Add N to every port srtd chooses (default: cluster port_offset; a local run takes a free block).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """What the plan-input options chose, as given on the command line."""
+
+    variant: str | None = None
+    nodes_text: str | None = None
+    cluster_config: Path | None = None
+    local: bool = False
+    job_id: str | None = None
+    log_dir: str | None = None
+    port_offset: int | None = None
+
+
 def plan_options(func: F) -> F:
-    """The options that choose a plan's inputs."""
-    options = [
-        click.option("--variant", help="Override variant or sweep combination to use (a name or a glob)."),
-        click.option(
-            "--nodes", "nodes_text", help="Host list to plan on, e.g. 'gpu-[01-08]' (default: Slurm's, or synthesized)."
-        ),
-        click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read."),
-        click.option("--local", is_flag=True, help="Plan for this machine: every node is here, one port space."),
-        click.option("--job-id", help="Job id used in paths (default: $SLURM_JOB_ID, or 'local')."),
-        click.option("--log-dir", help="Log directory (default: the recipe's output.log_dir, or outputs/<job>/logs)."),
-        click.option(
-            "--port-offset",
-            type=click.IntRange(min=0),
-            help="Add N to every port srtd chooses (default: cluster port_offset; a local run takes a free block).",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    """The options that choose a plan's inputs, handed to the command as one `choice`."""
+    names = [f.name for f in fields(PlanChoice)]
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        choice = PlanChoice(**{name: kwargs.pop(name) for name in names})
+        return func(*args, choice=choice, **kwargs)
+
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return cast("F", command)
 
 
 @dataclass
@@ -61,28 +84,18 @@ def check_job_id(job: str, source: str) -> None:
         raise UsageError(f"{source}: {job!r} is not a job id: it may not be empty or hold `/`, `..` or controls")
 
 
-def read_inputs(
-    recipe: Path,
-    *,
-    variant: str | None,
-    nodes_text: str | None,
-    cluster_config: Path | None,
-    local: bool,
-    job_id: str | None,
-    log_dir: str | None,
-    port_offset: int | None = None,
-    default_job_id: str = "local",
-) -> Inputs:
+def read_inputs(recipe: Path, choice: PlanChoice, *, default_job_id: str = "local") -> Inputs:
     from srtd.cluster import load_cluster
     from srtd.recipe import load_recipes
     from srtd.topology import expand, job_port_offset, slurm_nodes
 
-    cluster, cluster_file = load_cluster(cluster_config)
-    recipes = load_recipes(recipe, variant=variant)
+    local, nodes_text, job_id = choice.local, choice.nodes_text, choice.job_id
+    cluster, cluster_file = load_cluster(choice.cluster_config)
+    recipes = load_recipes(recipe, variant=choice.variant)
     nodes = expand(nodes_text) if nodes_text else (None if local else slurm_nodes())
     if local and nodes_text:
         raise UsageError("--local plans for this machine; --nodes does not apply")
     job = job_id or os.environ.get("SLURM_JOB_ID") or default_job_id
     check_job_id(job, "--job-id" if job_id else "$SLURM_JOB_ID")
-    offset = job_port_offset(port_offset, cluster.port_offset, job)
-    return Inputs(recipes, cluster, cluster_file, nodes, job, local, log_dir, offset)
+    offset = job_port_offset(choice.port_offset, cluster.port_offset, job)
+    return Inputs(recipes, cluster, cluster_file, nodes, job, local, choice.log_dir, offset)

@@ -6,38 +6,47 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import click
 
 from srtd import __version__
-from srtd.errors import EXIT_INTERNAL, describe, exit_code_for, user_error
+from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def exit_status(command: Callable[[], int | None]) -> int:
+    """The one place an outcome becomes an exit code: `command`'s own (None: success), or
+    its error's, said on stderr as one `srtd: ` line per problem, never a traceback."""
+    try:
+        code = command()
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise
+    except KeyboardInterrupt:
+        click.echo("srtd: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except Exception as err:
+        known = user_error(err)
+        if known is not None:
+            for line in describe(known).splitlines():
+                click.echo(f"srtd: {line}", err=True)
+            return exit_code_for(known)
+        # a bug in srtd: say so in one line, keep the traceback
+        with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
+            traceback.print_exc(file=fh)
+        click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK if code is None else int(code)
+
+
 class _Group(click.Group):
-    """Runs every command under the same error policy: one line per problem, no traceback."""
+    """Runs every command under the same error policy (`exit_status`): a command returns
+    its code or raises, and only here does that become the process's exit status."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except KeyboardInterrupt:
-            click.echo("srtd: interrupted", err=True)
-            ctx.exit(130)
-        except Exception as err:
-            known = user_error(err)
-            if known is not None:
-                for line in describe(known).splitlines():
-                    click.echo(f"srtd: {line}", err=True)
-                ctx.exit(exit_code_for(known))
-            # a bug in srtd: say so in one line, keep the traceback
-            with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
-                traceback.print_exc(file=fh)
-            click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
-            ctx.exit(EXIT_INTERNAL)
+        ctx.exit(exit_status(partial(super().invoke, ctx)))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,6 +66,5 @@ def main() -> None:
 
     try:
         cli(standalone_mode=True)
-    except BrokenPipeError:  # `srtd plan ... | head`
+    except BrokenPipeError:  # `srtd plan ... | head`: the reader is gone, nothing to report (exit 0)
         sys.stderr.close()
-        sys.exit(0)

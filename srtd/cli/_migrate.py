@@ -7,14 +7,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import EXIT_INPUT, EXIT_JOB_FAILED, EXIT_OK, LaunchError, Problem, RecipeError, UsageError
+from srtd.errors import EXIT_INPUT, EXIT_OK, EXIT_WOULD_CHANGE, LaunchError, Problem, RecipeError, UsageError
 
-EXIT_WOULD_CHANGE = EXIT_JOB_FAILED  # `--check`: 1 when a file is not schema 2 yet, as linters do
+if TYPE_CHECKING:
+    from srtd.recipe import Migration
 
 
 def _write(path: Path, text: str) -> None:
@@ -48,6 +49,40 @@ def _diff(path: Path, old: str, new: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
+def _to_stdout(
+    files: tuple[Path, ...], *, in_place: bool, output: Path | None, check: bool, show_diff: bool, as_json: bool
+) -> bool:
+    """Refuse options that do not fit together; True when the migration goes to stdout."""
+    if in_place and output is not None:
+        raise UsageError("choose one of --in-place and -o")
+    if check and (in_place or output is not None):
+        raise UsageError("--check writes nothing; leave out --in-place and -o")
+    if output is not None and len(files) != 1:
+        raise UsageError("-o takes one FILE; use --in-place for several")
+    to_stdout = not (in_place or output is not None or check or show_diff or as_json)
+    if to_stdout and len(files) != 1:
+        raise UsageError("several files: use --in-place, --check or --diff (stdout takes one)")
+    return to_stdout
+
+
+def _say(
+    path: Path, text: str, result: Migration, written: str | None, *, show_diff: bool, to_stdout: bool, check: bool
+) -> None:
+    """One file's outcome, for a reader: its notes, its diff or text, what became of it."""
+    for note in result.notes:
+        click.echo(f"{path}: note: {note}", err=True)
+    if show_diff and result.changed:
+        click.echo(_diff(path, text, result.text), nl=False)
+    if to_stdout:
+        click.echo(result.text, nl=False)
+    elif check:
+        click.echo(f"{path}: {'would change' if result.changed else 'schema 2, nothing to change'}")
+    elif written is not None:
+        click.echo(f"{path}: migrated to schema 2" + (f", written to {written}" if written != str(path) else ""))
+    elif not show_diff:
+        click.echo(f"{path}: schema 2, nothing to change")
+
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--in-place", "-i", "in_place", is_flag=True, help="Rewrite each FILE where it is.")
@@ -57,7 +92,7 @@ def _diff(path: Path, old: str, new: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: every file, changed or not, its notes.")
 def migrate(
     files: tuple[Path, ...], in_place: bool, output: Path | None, check: bool, show_diff: bool, as_json: bool
-) -> None:
+) -> int:
     """Rewrite schema 1 recipes (plain, override files, sweeps) as schema 2.
 
     Comments and key order are kept; a key that moves takes its comment along.
@@ -69,15 +104,7 @@ def migrate(
     from srtd._yaml import read_file
     from srtd.recipe import migrate_text
 
-    if in_place and output is not None:
-        raise UsageError("choose one of --in-place and -o")
-    if check and (in_place or output is not None):
-        raise UsageError("--check writes nothing; leave out --in-place and -o")
-    if output is not None and len(files) != 1:
-        raise UsageError("-o takes one FILE; use --in-place for several")
-    to_stdout = not (in_place or output is not None or check or show_diff or as_json)
-    if to_stdout and len(files) != 1:
-        raise UsageError("several files: use --in-place, --check or --diff (stdout takes one)")
+    to_stdout = _to_stdout(files, in_place=in_place, output=output, check=check, show_diff=show_diff, as_json=as_json)
     report: list[dict[str, Any]] = []
     problems: list[Problem] = []
     for path in files:
@@ -95,27 +122,15 @@ def migrate(
             _write(path, result.text)
             written = str(path)
         report.append({"file": str(path), "changed": result.changed, "written": written, "notes": list(result.notes)})
-        if as_json:
-            continue
-        for note in result.notes:
-            click.echo(f"{path}: note: {note}", err=True)
-        if show_diff and result.changed:
-            click.echo(_diff(path, text, result.text), nl=False)
-        if to_stdout:
-            click.echo(result.text, nl=False)
-        elif check:
-            click.echo(f"{path}: {'would change' if result.changed else 'schema 2, nothing to change'}")
-        elif written is not None:
-            click.echo(f"{path}: migrated to schema 2" + (f", written to {written}" if written != str(path) else ""))
-        elif not show_diff:
-            click.echo(f"{path}: schema 2, nothing to change")
+        if not as_json:
+            _say(path, text, result, written, show_diff=show_diff, to_stdout=to_stdout, check=check)
     if as_json:
         click.echo(json.dumps({"files": report, "problems": [p.as_json() for p in problems]}, indent=2))
     else:
         for problem in problems:
             click.echo(str(problem), err=True)
     if problems:
-        raise SystemExit(EXIT_INPUT)
+        return EXIT_INPUT
     if check and any(r["changed"] for r in report):
-        raise SystemExit(EXIT_WOULD_CHANGE)
-    raise SystemExit(EXIT_OK)
+        return EXIT_WOULD_CHANGE
+    return EXIT_OK

@@ -4,13 +4,17 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from srtd.cli._inputs import plan_options, read_inputs
+from srtd.cli._inputs import Inputs, PlanChoice, plan_options, read_inputs
 from srtd.cli._main import cli
 from srtd.cli._verdict import echo_warnings, located_plan, plan_warnings
 from srtd.errors import PlanError, RecipeError, UsageError
+
+if TYPE_CHECKING:
+    from srtd.unit import Plan
 
 
 @cli.command()
@@ -20,45 +24,40 @@ from srtd.errors import PlanError, RecipeError, UsageError
 @click.option("--graph", type=click.Choice(["mermaid", "dot"]), help="The dependency graph.")
 @click.option("--sbatch", "as_sbatch", is_flag=True, help="The sbatch wrapper script that execs `srtd run`.")
 @click.option("--all", "every", is_flag=True, help="Every variant / sweep combination of the file.")
-def plan(
-    recipe: Path,
-    variant: str | None,
-    nodes_text: str | None,
-    cluster_config: Path | None,
-    local: bool,
-    job_id: str | None,
-    log_dir: str | None,
-    port_offset: int | None,
-    as_json: bool,
-    graph: str | None,
-    as_sbatch: bool,
-    every: bool,
-) -> None:
+def plan(recipe: Path, choice: PlanChoice, as_json: bool, graph: str | None, as_sbatch: bool, every: bool) -> None:
     """Show what `srtd run` would do with RECIPE: nodes, units, commands, probes, tiers.
 
     Offline: no network and no Slurm are needed.
     """
-    from srtd.cli._submit import srtd_command
-    from srtd.launch import with_srun_lines
-    from srtd.plan import dot, mermaid, sbatch_script
+    from srtd.plan import dot, mermaid
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
         raise UsageError("choose one of --json, --graph and --sbatch")
-    inputs = read_inputs(
-        recipe,
-        variant=variant,
-        nodes_text=nodes_text,
-        cluster_config=cluster_config,
-        local=local,
-        job_id=job_id,
-        log_dir=log_dir,
-        port_offset=port_offset,
-    )
+    inputs = read_inputs(recipe, choice)
     if len(inputs.recipes) > 1 and not every:
         names = ", ".join(r.variant or "?" for r in inputs.recipes)
         raise UsageError(
             f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant or use --all"
         )
+    plans = _plans(inputs)
+    if as_json:
+        if every:
+            click.echo(json.dumps([p.to_json() for p in plans], indent=2))
+        else:
+            click.echo(plans[0].dumps(), nl=False)
+    elif graph is not None:
+        for p in plans:
+            click.echo(mermaid(p) if graph == "mermaid" else dot(p), nl=False)
+    elif as_sbatch:
+        _echo_sbatch(inputs, plans)
+    else:
+        _render(plans)
+
+
+def _plans(inputs: Inputs) -> list[Plan]:
+    """Every recipe's plan, its warnings said, with each Slurm unit's exact srun line."""
+    from srtd.launch import with_srun_lines
+
     plans = [
         located_plan(
             loaded,
@@ -73,30 +72,27 @@ def plan(
     ]
     for p, loaded in zip(plans, inputs.recipes, strict=True):
         echo_warnings(plan_warnings(loaded, p))
-    plans = [with_srun_lines(p) for p in plans]  # Slurm plans: each unit's exact srun line
-    if as_json:
-        if every:
-            click.echo(json.dumps([p.to_json() for p in plans], indent=2))
-        else:
-            click.echo(plans[0].dumps(), nl=False)
-        return
-    if graph is not None:
-        for p in plans:
-            click.echo(mermaid(p) if graph == "mermaid" else dot(p), nl=False)
-        return
-    if as_sbatch:
-        for p, loaded in zip(plans, inputs.recipes, strict=True):
-            args = [str(Path(loaded.file).resolve())]
-            if loaded.variant:
-                args += ["--variant", loaded.variant]
-            if inputs.cluster_file:
-                args += ["--cluster-config", str(inputs.cluster_file.resolve())]
-            try:
-                script = sbatch_script(p, args, srtd=srtd_command())
-            except PlanError as err:
-                raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
-            click.echo(script, nl=False)
-        return
+    return [with_srun_lines(p) for p in plans]
+
+
+def _echo_sbatch(inputs: Inputs, plans: list[Plan]) -> None:
+    from srtd.cli._submit import srtd_command
+    from srtd.plan import sbatch_script
+
+    for p, loaded in zip(plans, inputs.recipes, strict=True):
+        args = [str(Path(loaded.file).resolve())]
+        if loaded.variant:
+            args += ["--variant", loaded.variant]
+        if inputs.cluster_file:
+            args += ["--cluster-config", str(inputs.cluster_file.resolve())]
+        try:
+            script = sbatch_script(p, args, srtd=srtd_command())
+        except PlanError as err:
+            raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
+        click.echo(script, nl=False)
+
+
+def _render(plans: list[Plan]) -> None:
     from rich.console import Console
 
     from srtd.cli._plan_view import render_plan

@@ -3,18 +3,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from srtd.cli._inputs import plan_options, read_inputs
+from srtd.cli._inputs import PlanChoice, plan_options, read_inputs
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
 from srtd.errors import LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
-    from srtd.launch import PortClaim
+    from srtd.launch import PortClaim, SlurmLauncher
     from srtd.unit import Plan
 
 
@@ -63,15 +64,7 @@ def _local_path() -> None:
         os.environ["PATH"] = os.pathsep.join([*parts, here])
 
 
-def _plan_recipe(
-    recipe: Path,
-    variant: str | None,
-    cluster_config: Path | None,
-    local: bool,
-    job_id: str | None,
-    log_dir: str | None,
-    port_offset: int | None,
-) -> tuple[Plan, PortClaim | None]:
+def _plan_recipe(recipe: Path, choice: PlanChoice, local: bool) -> tuple[Plan, PortClaim | None]:
     """The plan of one recipe for this machine, or for the allocation srtd runs in.
 
     A local run without a pinned offset takes the first free block of ports, and the
@@ -79,17 +72,7 @@ def _plan_recipe(
     """
     from srtd.launch import claim_port_block, slurm_addresses
 
-    inputs = read_inputs(
-        recipe,
-        variant=variant,
-        nodes_text=None,
-        cluster_config=cluster_config,
-        local=local,
-        job_id=job_id,
-        log_dir=log_dir,
-        port_offset=port_offset,
-        default_job_id=_local_job_id(),
-    )
+    inputs = read_inputs(recipe, replace(choice, nodes_text=None, local=local), default_job_id=_local_job_id())
     if len(inputs.recipes) > 1:
         names = ", ".join(r.variant or "?" for r in inputs.recipes)
         raise UsageError(f"{recipe} holds {len(inputs.recipes)} recipes ({names}); choose one with --variant")
@@ -115,44 +98,14 @@ def _plan_recipe(
         )
 
     # Resolve the log dir first so every path in the plan is absolute.
-    where = str(Path(build(log_dir, 0).log_dir).resolve())
+    where = str(Path(build(choice.log_dir, 0).log_dir).resolve())
     if local and inputs.port_offset is None:
         return claim_port_block(lambda offset: build(where, offset))
     return build(where, inputs.port_offset or 0), None
 
 
-@cli.command()
-@click.argument("recipe", type=click.Path(path_type=Path))
-@plan_options
-@click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
-def run(
-    recipe: Path,
-    variant: str | None,
-    nodes_text: str | None,
-    cluster_config: Path | None,
-    local: bool,
-    job_id: str | None,
-    log_dir: str | None,
-    port_offset: int | None,
-    as_json: bool,
-) -> None:
-    """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
-
-    Inside a Slurm allocation each unit is a named Slurm step; with --local, or
-    outside an allocation, everything runs on this machine.  Logs, the event
-    journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
-    SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
-    """
-    from srtd.attach import serve
-    from srtd.launch import LocalLauncher, SlurmLauncher
-    from srtd.reporting import status_service
-    from srtd.supervisor import JsonConsole
-    from srtd.supervisor import run as supervise
-
-    if nodes_text:
-        raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
-    slurm_job = os.environ.get("SLURM_JOB_ID") or None
-    local = local or slurm_job is None
+def _job_plan(recipe: Path, choice: PlanChoice, local: bool, slurm_job: str | None) -> tuple[Plan, PortClaim | None]:
+    """The plan `srtd run` supervises: a saved plan as it is, or the recipe's, planned now."""
     claim = None
     if recipe.suffix == ".json":
         plan = _load_plan_file(recipe)
@@ -161,13 +114,63 @@ def run(
         if local and not plan.local:
             raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
     else:
-        plan, claim = _plan_recipe(recipe, variant, cluster_config, local, job_id, log_dir, port_offset)
+        plan, claim = _plan_recipe(recipe, choice, local)
         if claim is not None and plan.port_offset:
             click.echo(f"srtd: ports offset by {plan.port_offset}: another job holds the ones below", err=True)
     if not local:
         from srtd.launch import with_srun_lines
 
         plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
+    return plan, claim
+
+
+def _slurm_launcher(
+    plan: Plan, recipe: Path, slurm_job: str, cluster_config: Path | None, log_path: Path
+) -> SlurmLauncher:
+    from srtd.cluster import load_cluster
+    from srtd.launch import SlurmLauncher, slurm_addresses, slurmd_targets
+
+    addresses = plan.addresses
+    if recipe.suffix == ".json":
+        # A saved plan may have been made offline (node names as addresses): probes
+        # still go to what Slurm says each node's address is.
+        addresses = {**addresses, **slurm_addresses(list(plan.allocation))[0]}
+    cluster, _ = load_cluster(cluster_config)
+    check = cluster.node_check_interval_seconds
+    return SlurmLauncher(
+        job_id=slurm_job,
+        log_dir=log_path,
+        addresses=addresses,
+        early_warning=plan.teardown.early_warning_seconds,
+        slurmd=slurmd_targets(list(plan.allocation)) if check > 0 else None,
+        node_check_interval=check,
+        node_lost_after=cluster.node_lost_seconds,
+    )
+
+
+@cli.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@plan_options
+@click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
+def run(recipe: Path, choice: PlanChoice, as_json: bool) -> int:
+    """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
+
+    Inside a Slurm allocation each unit is a named Slurm step; with --local, or
+    outside an allocation, everything runs on this machine.  Logs, the event
+    journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
+    SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
+    """
+    from srtd.attach import serve
+    from srtd.launch import LocalLauncher
+    from srtd.reporting import status_service
+    from srtd.supervisor import JsonConsole
+    from srtd.supervisor import run as supervise
+
+    if choice.nodes_text:
+        raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
+    slurm_job = os.environ.get("SLURM_JOB_ID") or None
+    local = choice.local or slurm_job is None
+    plan, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan)
     _local_path()
     console = JsonConsole() if as_json else None
@@ -175,32 +178,10 @@ def run(
     services = [serve, status_service()]
     if local:
         try:
-            code = supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
+            return supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
         finally:
             if claim is not None:
                 claim.release()
-    else:
-        assert slurm_job is not None
-        addresses = plan.addresses
-        if recipe.suffix == ".json":
-            # A saved plan may have been made offline (node names as addresses): probes
-            # still go to what Slurm says each node's address is.
-            from srtd.launch import slurm_addresses
-
-            addresses = {**addresses, **slurm_addresses(list(plan.allocation))[0]}
-        from srtd.cluster import load_cluster
-        from srtd.launch import slurmd_targets
-
-        cluster, _ = load_cluster(cluster_config)
-        check = cluster.node_check_interval_seconds
-        launcher = SlurmLauncher(
-            job_id=slurm_job,
-            log_dir=log_path,
-            addresses=addresses,
-            early_warning=plan.teardown.early_warning_seconds,
-            slurmd=slurmd_targets(list(plan.allocation)) if check > 0 else None,
-            node_check_interval=check,
-            node_lost_after=cluster.node_lost_seconds,
-        )
-        code = supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
-    raise SystemExit(code)
+    assert slurm_job is not None
+    launcher = _slurm_launcher(plan, recipe, slurm_job, choice.cluster_config, log_path)
+    return supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import LaunchError, UsageError
+from srtd.errors import EXIT_OK, LaunchError, UsageError, exit_for_signal
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -202,7 +202,7 @@ def _wait(subs: list[Submission]) -> None:
                 status, _, sig = exit_field.partition(":")
                 code = int(status) if status.isdigit() else 1
                 if sig.isdigit() and int(sig):
-                    code = 128 + int(sig)
+                    code = exit_for_signal(int(sig))
             journal = _journal_end(Path(sub.real_log_dir))
             sub.state = state.lower() if state else (journal[0] if journal else "unknown")
             if code is None:
@@ -227,7 +227,7 @@ def submit(
     dry_run: bool,
     as_json: bool,
     wait: bool,
-) -> None:
+) -> int:
     """Submit RECIPE(s) to Slurm: one job per recipe, override variant or sweep point.
 
     Each job's batch script is what `srtd plan --sbatch` shows, ending in `exec srtd run
@@ -258,7 +258,7 @@ def submit(
                 variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
                 click.echo(f"# --- {sub.plan.name}{variant_note}")
                 click.echo(sub.script, nl=False)
-        return
+        return EXIT_OK
     for sub, text in prepared:
         _submit(sub, text, cluster_file)
         _report(sub)
@@ -268,7 +268,7 @@ def submit(
             variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
             click.echo(f"submitted job {sub.job_id}: {sub.plan.name}{variant_note}; logs in {sub.real_log_dir}")
     if not wait:
-        return
+        return EXIT_OK
     subs = [s for s, _ in prepared]
     _wait(subs)
     worst = 0
@@ -278,4 +278,4 @@ def submit(
         else:
             click.echo(f"job {sub.job_id} ({sub.plan.name}): {sub.state}, exit code {sub.exit_code}")
         worst = max(worst, sub.exit_code or 0)
-    raise SystemExit(worst)
+    return worst

@@ -39,7 +39,7 @@ def check_file(path: Path, cluster: Cluster) -> tuple[int, list[Problem], list[P
 @click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read (as `srtd plan`).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document with every file's verdict.")
-def validate(recipes: tuple[Path, ...], cluster_config: Path | None, as_json: bool) -> None:
+def validate(recipes: tuple[Path, ...], cluster_config: Path | None, as_json: bool) -> int:
     """Check recipe files: every problem, one line each, with file:line:col.
 
     Refuses everything `srtd plan` refuses, for every variant of a file, planning
@@ -71,4 +71,4 @@ def validate(recipes: tuple[Path, ...], cluster_config: Path | None, as_json: bo
             else:
                 n = r["recipes"]
                 click.echo(f"{r['file']}: valid ({n} recipe{'s' if n != 1 else ''})")
-    raise SystemExit(EXIT_INPUT if failed else EXIT_OK)
+    return EXIT_INPUT if failed else EXIT_OK

@@ -16,9 +16,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self
 
+# Defined once, with the other exit codes; re-exported for the launchers that decode Slurm's 128 + N.
+from srtd.errors import EXIT_SIGNAL_BASE as EXIT_SIGNAL_BASE  # noqa: PLC0414
+from srtd.errors import exit_for_signal
 from srtd.unit import Unit
-
-EXIT_SIGNAL_BASE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class ExitStatus:
     def shell_code(self) -> int:
         """The code a shell would report: the exit code, or 128 + N for signal N."""
         if self.signal is not None:
-            return EXIT_SIGNAL_BASE + self.signal
+            return exit_for_signal(self.signal)
         return self.code if self.code is not None else 1
 
     def describe(self) -> str:

@@ -33,7 +33,7 @@ from srtd.reporting._sender import TIMEOUT, Sender
 from srtd.unit import Plan, StatusReporting
 
 if TYPE_CHECKING:
-    from srtd.supervisor import Job
+    from srtd.supervisor import ServicePort
 
 BENCHMARK_RESULTS = "benchmark.json"  # what the benchmark units write into the log dir
 MAX_RESULTS = 512 * 1024  # bytes: larger results stay in the log dir (a collector refuses bodies over 1 MiB)
@@ -158,7 +158,7 @@ class StatusReporter:
 
 def status_service(
     *, transport: httpx.AsyncBaseTransport | None = None, environ: Mapping[str, str] | None = None
-) -> Callable[[Job], AbstractAsyncContextManager[StatusReporter | None]]:
+) -> Callable[[ServicePort], AbstractAsyncContextManager[StatusReporter | None]]:
     """A `srtd.supervisor` service that reports the job to its plan's collectors.
 
     Entered before the job starts (it listens to the job's events and starts sending),
@@ -167,7 +167,7 @@ def status_service(
     """
 
     @contextlib.asynccontextmanager
-    async def service(job: Job) -> AsyncIterator[StatusReporter | None]:
+    async def service(job: ServicePort) -> AsyncIterator[StatusReporter | None]:
         if job.plan.reporting is None:
             yield None
             return

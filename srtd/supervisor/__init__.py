@@ -4,7 +4,7 @@ Public surface:
 
 - `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console, services) -> JobResult`
 - `run(plan, launcher, *, log_dir, clock, http_transport, console, services) -> int` (sync, signals)
-- `Service`: something that runs beside a job (the attach server), given the `Job`
+- `Service`: something that runs beside a job (the attach server), given its `ServicePort`
 - `Stop`: a stop request (what signal handlers set)
 - `JobResult`: how the job ended
 - test seams: `Clock`, `SystemClock`, `ScaledClock`; `Console`, `TerminalConsole`,
@@ -24,8 +24,10 @@ from srtd.supervisor._console import (
     TerminalConsole,
     event_message,
 )
-from srtd.supervisor._job import JOURNAL_NAME, POSTMORTEM_NAME, Job, JobResult, Service, check_plan, supervise
+from srtd.supervisor._job import Job, Service, check_plan, supervise
 from srtd.supervisor._journal import Journal, read_journal
+from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, JobResult
+from srtd.supervisor._port import ServicePort
 from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
 from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
 from srtd.supervisor._tail import LogLine, Tailer, read_tail
@@ -47,6 +49,7 @@ __all__ = [
     "ProgressRow",
     "ScaledClock",
     "Service",
+    "ServicePort",
     "Stop",
     "SummaryRow",
     "SystemClock",

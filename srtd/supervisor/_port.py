@@ -1,4 +1,4 @@
-"""The narrow port through which a unit sees its job.
+"""The narrow ports through which a unit, and a service, see their job.
 
 A `UnitRunner` holds a `JobPort`, never the `Job`: what a unit may read of the job
 (the clock, the HTTP client, whether the job is stopping, the state of its peers)
@@ -6,6 +6,9 @@ and what it may ask of it (launch, record an event, fail the job, watch a log,
 restart its group) is listed here and nowhere else.  Control verbs (`srtd attach`'s
 restart and signal) reach a unit through its own methods, so the job keeps no
 back door into a runner either.
+
+A service (the attach server, status reporting) holds a `ServicePort`: the job's plan,
+log directory and journal to read, and the control verbs of `srtd attach`.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from srtd.events import Event, UnitState
 from srtd.launch import Handle
 from srtd.supervisor._clock import Clock
-from srtd.supervisor._tail import Tailer
-from srtd.unit import Condition, Unit
+from srtd.supervisor._journal import Journal, Listener
+from srtd.supervisor._tail import LogLine, Tailer
+from srtd.unit import Condition, Plan, Unit
 
 if TYPE_CHECKING:
-    from srtd.supervisor._unit import Verdict
+    from srtd.supervisor._attempt import Verdict
 
 
 class Peer(Protocol):
@@ -81,3 +86,38 @@ class JobPort(Protocol):
     def restart_group(self, origin: str, reason: str, delay: float) -> None: ...
 
     async def group_relaunch(self, unit: str) -> None: ...
+
+
+class ServicePort(Protocol):
+    """Everything a service (`srtd.supervisor.Service`) may use of its job."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def log_dir(self) -> Path: ...
+
+    @property
+    def journal(self) -> Journal:
+        """The job's journal; the job makes a new one as it starts, so read it each time."""
+        ...
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """Every unit's name, in the plan's order."""
+        ...
+
+    def log_path(self, unit: str) -> Path:
+        """`unit`'s log file; `ControlError` for a unit the job does not have."""
+        ...
+
+    def listen(self, listener: Listener) -> None: ...
+
+    # -- the control verbs of `srtd attach`; each raises `ControlError` when refused
+    def request_stop(self, reason: str) -> None: ...
+
+    def request_restart(self, unit: str) -> None: ...
+
+    def follow_log(self, unit: str, max_buffer: int) -> MemoryObjectReceiveStream[LogLine] | None: ...
+
+    async def signal_unit(self, unit: str, signum: int) -> None: ...

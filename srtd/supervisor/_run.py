@@ -10,7 +10,6 @@ signal handler.
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -19,7 +18,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from srtd.errors import SrtdError, exit_code_for
+from srtd.errors import SrtdError
 from srtd.launch import Launcher, StopCause
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
@@ -78,8 +77,9 @@ def run(
     """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
 
     0 success; a terminal unit's worst code; 1 a critical failure; 128 + N when stopped
-    by signal N; 2 / 3 for an invalid plan / an unusable launcher or log directory.
-    Exceptions that are not `SrtdError`s are bugs and propagate.
+    by signal N.  An invalid plan (`PlanError`) or an unusable launcher or log directory
+    (`LaunchError`) is raised once the signal relay has ended: the caller renders it and
+    maps it to its exit code (`srtd.errors.exit_code_for`); nothing here prints.
     """
     from srtd.unit import Plan
 
@@ -107,8 +107,7 @@ def run(
             finally:
                 tg.cancel_scope.cancel()
         if isinstance(outcome, SrtdError):
-            print(f"srtd: {outcome}", file=sys.stderr)
-            return exit_code_for(outcome)
+            raise outcome
         assert outcome is not None
         return outcome.exit_code
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from srtd.errors import exit_for_signal
 from srtd.launch import signal_name
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Stop:
 
     @property
     def exit_code(self) -> int:
-        return 128 + (self.signum if self.signum is not None else signal.SIGTERM)
+        return exit_for_signal(self.signum if self.signum is not None else signal.SIGTERM)
 
 
 async def teardown(runners: Sequence[UnitRunner], stop: Stop) -> None:

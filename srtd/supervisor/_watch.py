@@ -36,6 +36,7 @@ from typing import Literal
 
 import anyio
 
+from srtd.errors import UsageError
 from srtd.supervisor._tail import BURST, Tailer
 
 WatchMode = Literal["auto", "inotify", "poll"]
@@ -56,6 +57,20 @@ def watch_mode(value: str | None) -> WatchMode:
         if value == mode:
             return mode
     raise ValueError(f"log watch mode must be one of {', '.join(WATCH_MODES)}, not {value!r}")
+
+
+def choose_watch_mode(explicit: WatchMode | None, launcher_mode: str | None) -> WatchMode:
+    """The caller's choice, else $SRTD_LOG_WATCH, else the launcher's `log_watch`
+    (a launcher whose logs are written on other nodes says `poll`), else `auto`."""
+    if explicit is not None:
+        return explicit
+    try:
+        from_env = watch_mode(os.environ.get(WATCH_ENV))
+    except ValueError as e:
+        raise UsageError(f"${WATCH_ENV}: {e}") from e
+    if os.environ.get(WATCH_ENV):
+        return from_env
+    return watch_mode(launcher_mode)
 
 
 def _read(tailer: Tailer) -> tuple[bool, bool]:

@@ -11,8 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from srtd.cli import run_program as run
 from srtd.launch import LocalLauncher
-from srtd.supervisor import TerminalConsole, run
+from srtd.supervisor import TerminalConsole
 from srtd.unit import Plan
 
 

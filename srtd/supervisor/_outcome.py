@@ -1,0 +1,94 @@
+"""How a job ended: the decision (`End`), what `supervise()` returns (`JobResult`), and
+the report made of them (the console's summary, `postmortem.txt` when the job failed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from srtd.events import Event, JobState, JobView, UnitState
+from srtd.supervisor._console import SummaryRow
+from srtd.supervisor._postmortem import UnitLog, write_postmortem
+from srtd.supervisor._rows import root_cause, summary_rows
+
+if TYPE_CHECKING:
+    from srtd.supervisor._job import Job
+
+JOURNAL_NAME = "events.jsonl"
+POSTMORTEM_NAME = "postmortem.txt"
+
+
+@dataclass
+class JobResult:
+    exit_code: int
+    state: JobState
+    reason: str | None
+    culprit: str | None  # the unit that failed the job, or the terminal unit with the worst code
+    view: JobView
+    events: list[Event]
+    log_dir: Path
+    journal: Path
+    postmortem: Path | None = None
+
+
+@dataclass(frozen=True)
+class End:
+    """The job's end decision: its final state and code, and why."""
+
+    state: JobState
+    exit_code: int
+    reason: str
+    culprit: str | None = None
+    time_limit: bool = False
+    extra: dict[str, Any] | None = None  # the results gate's facts (the point that failed it)
+
+    @property
+    def detail(self) -> dict[str, Any] | None:
+        """The final job event's detail: the failure's culprit, or that time ran out."""
+        detail: dict[str, Any] = dict(self.extra or {})
+        if self.culprit:
+            detail["culprit"] = self.culprit
+        if self.time_limit:
+            detail["time_limit"] = True
+        return detail or None
+
+
+def _postmortem(job: Job, end: End, rows: list[SummaryRow]) -> Path | None:
+    """`postmortem.txt` of a failed job; None when it cannot be written (the job's end stands)."""
+    culprit = root_cause(job.runners, end.culprit)
+    failed = [r for r in job.runners.values() if r.state is UnitState.FAILED or r.name == culprit]
+    try:
+        return write_postmortem(
+            job.log_dir / POSTMORTEM_NAME,
+            job=f"{job.plan.name} (job {job.plan.job_id})",
+            exit_code=end.exit_code,
+            reason=end.reason,
+            culprit=culprit,
+            first_fatal=job.first_fatal,
+            view=job.journal.view,
+            rows=rows,
+            logs=[UnitLog(r.name, r.log_path) for r in failed],
+            events=job.journal.events,
+        )
+    except OSError:
+        return None
+
+
+def report(job: Job, end: End) -> JobResult:
+    """The job has ended as `end` says: the post-mortem of a failure, the summary, the result."""
+    view = job.journal.view
+    rows = summary_rows(job.runners.values(), view)
+    postmortem = _postmortem(job, end, rows) if end.state is JobState.FAILED else None
+    job.console.summary(rows, f"{job.plan.name}: {end.state.value}, exit code {end.exit_code}")
+    return JobResult(
+        exit_code=end.exit_code,
+        state=end.state,
+        reason=end.reason,
+        culprit=end.culprit,
+        view=view.model_copy(deep=True),
+        events=list(job.journal.events),
+        log_dir=job.log_dir,
+        journal=job.log_dir / JOURNAL_NAME,
+        postmortem=postmortem,
+    )

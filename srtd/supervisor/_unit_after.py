@@ -1,0 +1,94 @@
+"""What follows an attempt: the restart policy's decision (back off and launch again, or
+end for good: stopped, or failed, with what a failure means for the job)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srtd.events import UnitState
+from srtd.supervisor._attempt import AttemptEnd, ended
+from srtd.supervisor._unit_stop import stop_own
+
+if TYPE_CHECKING:
+    from srtd.supervisor._unit import UnitRunner
+
+
+def _judge_exit(runner: UnitRunner) -> tuple[bool, str]:
+    """The attempt's process exited: journal it; (failed, why)."""
+    status = runner.status
+    assert status is not None
+    runner.succeeded = runner.succeeded or status.code == 0
+    before_ready = runner.unit.readiness is not None and not runner.ready_now
+    reason = ended(status) + (" before it was ready" if before_ready else "")
+    runner.emit(UnitState.EXITED, attempt=runner.attempt, exit_code=status.code, signal=status.signal, reason=reason)
+    return status.failed or before_ready, reason
+
+
+async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
+    """Decide what follows an attempt.  True: launch again."""
+    unit = runner.unit
+    port = runner.port
+    if end.kind == "exit" and port.stop_requested and not runner.signalled:
+        runner.ended_first()
+        return False
+    if end.kind == "exit":
+        failed, reason = _judge_exit(runner)
+    else:
+        failed = end.kind not in ("group", "requested")
+        reason = end.reason
+    ran_clean = port.clock.now() - runner.clean_since if runner.clean_since is not None else None
+
+    forced = end.kind in ("group", "requested")  # a restart the policy does not decide
+    wants = forced or runner.restarts.wants(failed)
+    exhausted = not forced and runner.restarts.exhausted
+    if wants and not exhausted and not port.stopping:
+        await _restart(runner, end, reason, ran_clean)
+        return True
+
+    if failed and wants and exhausted:
+        reason += f" (restarts exhausted: {runner.restarts.count} of {unit.restart.max_restarts})"
+    if not failed:
+        runner.end_as(UnitState.STOPPED, reason)
+        if unit.terminal:
+            runner.exit_for_job = 0
+        return False
+    if runner.live:
+        if unit.critical:
+            # The job stops at once; its teardown stops this process in its tier.
+            runner.failure = reason
+            runner.emit(UnitState.STOPPING, attempt=runner.attempt, reason=reason, detail=end.detail)
+            port.fail(runner.name, reason)
+            return False
+        await stop_own(runner, reason, end.detail)
+    runner.failure = reason
+    runner.end_as(UnitState.FAILED, reason)
+    if unit.terminal:
+        status = runner.status
+        code = status.shell_code if status is not None and end.kind == "exit" else 1
+        runner.exit_for_job = code or 1
+    elif unit.critical:
+        port.fail(runner.name, reason)
+    return False
+
+
+async def _restart(runner: UnitRunner, end: AttemptEnd, reason: str, ran_clean: float | None) -> None:
+    """Stop what is left of the attempt, back off, and (with a group) wait for it."""
+    unit = runner.unit
+    own = runner.restarts.schedule(ran_clean)
+    delay = end.delay if end.delay is not None else own
+    if unit.group is not None and end.kind != "group":
+        # Siblings start stopping now, concurrently with our own stop and backoff.
+        runner.port.restart_group(runner.name, reason, delay)
+    if runner.live:
+        await stop_own(runner, reason, end.detail)
+    number = runner.restarts.count
+    runner.emit(
+        UnitState.BACKOFF,
+        attempt=number,
+        reason=f"restart {number} of {unit.restart.max_restarts} in {delay:g} s: {reason}",
+        detail={"delay": delay, "restart": number},
+    )
+    if unit.group is not None:
+        await runner.port.group_relaunch(runner.name)
+    else:
+        await runner.port.clock.sleep(delay)

@@ -1,0 +1,117 @@
+"""The watchers of a running attempt (besides its log's, in `_unit.py`): its process's
+exit, the readiness probe (with its timeout and the nudges that make it probe early),
+from ready on the liveness watch, and the run timer.  Each ends the attempt through
+`finish`; the first to call it wins."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import anyio
+
+from srtd.launch import Handle
+from srtd.supervisor._attempt import AttemptEnd
+from srtd.supervisor._clock import within
+from srtd.supervisor._liveness import LivenessWatcher
+from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
+from srtd.supervisor._tail import Tailer
+from srtd.unit import FileProbe, HttpProbe, Liveness, LogProbe, Readiness, TcpProbe, WorkerCountProbe
+
+if TYPE_CHECKING:
+    from srtd.supervisor._unit import UnitRunner
+
+Finish = Callable[[AttemptEnd], None]
+
+
+async def watch_exit(runner: UnitRunner, handle: Handle, tailer: Tailer, finish: Finish) -> None:
+    status = await handle.wait()
+    runner.status = status
+    with contextlib.suppress(OSError):
+        tailer.poll()  # judge what it wrote before it exited before judging the exit
+    finish(AttemptEnd("exit"))
+
+
+async def run_timer(runner: UnitRunner, seconds: float, finish: Finish) -> None:
+    await runner.port.clock.sleep(seconds)
+    finish(AttemptEnd("run-timeout", f"did not finish within {seconds:g} s"))
+
+
+async def watch_readiness(runner: UnitRunner, readiness: Readiness, finish: Finish) -> None:
+    """Ready within the timeout (the unit is marked ready), or the attempt ends `not-ready`."""
+    probe = readiness.probe
+    clock = runner.port.clock
+
+    async def until_ready() -> None:
+        if isinstance(probe, LogProbe):
+            await runner.ready_event.wait()
+            return
+        async with anyio.create_task_group() as tg:
+            if isinstance(probe, WorkerCountProbe):
+                tg.start_soon(_nudge_on_changes, runner)  # a worker became ready: ask the gate
+            await _probe_until_ready(runner, probe, readiness.interval_seconds)
+            tg.cancel_scope.cancel()
+
+    if await within(clock, readiness.timeout_seconds, until_ready):
+        runner.mark_ready()
+        return
+    reason = f"not ready within {readiness.timeout_seconds:g} s"
+    if runner.last_probe:
+        reason += f" (last probe: {describe(probe, _probe_host(runner))}: {runner.last_probe})"
+    finish(AttemptEnd("not-ready", reason))
+
+
+async def watch_liveness(
+    runner: UnitRunner, liveness: Liveness, tailer: Tailer, generation: int, finish: Finish
+) -> None:
+    """From ready on (never before), until the attempt ends: is it still alive?"""
+    await runner.ready_event.wait()
+    port = runner.port
+    probe = liveness.probe
+    host = None if probe is None or isinstance(probe, LogProbe) else port.address(probe.node)
+    watcher = LivenessWatcher(liveness, clock=port.clock, http=port.http, host=host, generation=generation)
+    with tailer.watch(watcher.on_line):
+        verdict = await watcher.run(lambda: port.stopping)
+    finish(AttemptEnd("unhealthy", verdict.reason, detail={"unhealthy": verdict.detail()}))
+
+
+async def _probe_until_ready(
+    runner: UnitRunner, probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe, interval: float
+) -> None:
+    """Probe now, then when the pacer's clock says so or a nudge is granted."""
+    clock = runner.port.clock
+    host = runner.port.address(probe.node)
+    pacer = ProbePacer(probe, interval, clock.now())
+    bucket = NudgeBucket(anyio.current_time())
+    while not runner.ready_now:
+        runner.nudged = anyio.Event()  # nudges from now on count for the next probe
+        result = await check(probe, host=host, client=runner.port.http)
+        if result.ok:
+            return
+        runner.last_probe = result.detail
+        delay = pacer.after(clock.now(), result)
+        due = clock.now() + delay
+        while True:
+            nudged = runner.nudged
+            if await within(clock, due - clock.now(), nudged.wait):
+                if not pacer.nudge(clock.now()):
+                    runner.nudged = anyio.Event()  # held: wait for the clock
+                    continue
+                await anyio.sleep(bucket.wait(anyio.current_time()))
+                bucket.take(anyio.current_time())
+            break
+
+
+async def _nudge_on_changes(runner: UnitRunner) -> None:
+    while True:
+        await runner.port.changed()
+        runner.nudged.set()
+
+
+def _probe_host(runner: UnitRunner) -> str | None:
+    readiness = runner.unit.readiness
+    probe = readiness.probe if readiness is not None else None
+    if probe is None or isinstance(probe, LogProbe):
+        return None
+    return runner.port.address(probe.node)
