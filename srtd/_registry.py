@@ -37,3 +37,7 @@ class Registry(Generic[R]):
 
     def names(self) -> list[str]:
         return sorted(self._rows)
+
+    def rows(self) -> list[R]:
+        """Every row, in the order they were registered."""
+        return list(self._rows.values())

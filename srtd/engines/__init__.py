@@ -2,7 +2,10 @@
 
 from srtd.engines import _engines
 from srtd.engines._base import (
+    DIRECT_LAUNCH,
+    DYNAMO_LAUNCH,
     Engine,
+    WorkerLaunch,
     WorkerMode,
     all_rows,
     dynamo_env,
@@ -18,8 +21,11 @@ from srtd.engines._profiling import client_env as profiling_client_env
 from srtd.engines._profiling import warn_unlaunched as warn_unlaunched_profiling
 
 __all__ = [
+    "DIRECT_LAUNCH",
+    "DYNAMO_LAUNCH",
     "MORIIO_DISCOVERY_PORT",
     "Engine",
+    "WorkerLaunch",
     "WorkerMode",
     "_engines",
     "all_rows",

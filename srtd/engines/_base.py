@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
+from srtd._registry import Registry, Row
 from srtd.context import PlanContext, render
 from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
 from srtd.engines._profiling import worker_env as profiling_env
@@ -17,6 +18,10 @@ from srtd.topology import SYS, Endpoint, PortKind, PortPlan, Process
 from srtd.unit import HttpProbe, Liveness, LogProbe, Readiness, Restart, RestartMode, Srun, TcpProbe, Unit, UnitKind
 
 WorkerLaunch = Literal["dynamo", "direct"]
+# The two ways a worker is launched: registered with Dynamo (`python -m dynamo.<engine>`),
+# or the engine serving HTTP itself.  Compared through `WorkerMode.via_dynamo` only.
+DYNAMO_LAUNCH: WorkerLaunch = "dynamo"
+DIRECT_LAUNCH: WorkerLaunch = "direct"
 ListStyle = Literal["nargs", "repeat"]
 
 
@@ -57,13 +62,18 @@ class WorkerMode:
     disaggregated: bool
     public_port: int | None = None  # direct frontends: the single worker binds the public port
 
+    @property
+    def via_dynamo(self) -> bool:
+        """The worker registers with Dynamo (`python -m dynamo.<engine>`, its system port)."""
+        return self.launch == DYNAMO_LAUNCH
 
-class Engine:
+
+class Engine(Row):
     """One engine type.  Subclasses set `config` (the recipe model) and build the worker argv."""
 
     config: ClassVar[type[Section]]
     name: ClassVar[str] = ""
-    launches: ClassVar[frozenset[str]] = frozenset({"dynamo", "direct"})
+    launches: ClassVar[frozenset[str]] = frozenset({DYNAMO_LAUNCH, DIRECT_LAUNCH})
     launch_per_endpoint: ClassVar[bool] = False  # one step over all nodes of a worker (MPI engines)
     owned_flags: ClassVar[frozenset[str]] = frozenset()  # flags srtd sets itself
     list_style: ClassVar[ListStyle] = "nargs"
@@ -95,7 +105,7 @@ class Engine:
         """How to tell one worker serves: its own /health (Dynamo's system port, or its HTTP port)."""
         if not proc.is_leader:
             return None
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             port = proc.ports.get("sys")
         else:
             port = mode.public_port or proc.ports.get("http")
@@ -114,7 +124,7 @@ class Engine:
         """The engine's own health endpoint (`health_path`), for `liveness: default`."""
         if self.health_path is None or not proc.is_leader:
             return None
-        port = proc.ports.get("sys") if mode.launch == "dynamo" else mode.public_port or proc.ports.get("http")
+        port = proc.ports.get("sys") if mode.via_dynamo else mode.public_port or proc.ports.get("http")
         return HttpProbe(node=proc.node, port=port, path=self.health_path) if port else None
 
     def has_health(self, cfg: EngineConfig) -> bool:
@@ -244,7 +254,7 @@ class Engine:
             env={**ctx.job_env(), **env},
             container=ctx.container(role_cfg.container or recipe.model.container),
             srun=with_dynamo_install(ctx, self.srun(ctx, cfg, role, endpoint))
-            if mode.launch == "dynamo"
+            if mode.via_dynamo
             else self.srun(ctx, cfg, role, endpoint),
             log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}"),
             ports=ports,
@@ -276,7 +286,7 @@ class Engine:
         if script:
             path = posixpath.join("/configs", script) if ctx.containerized else script
             parts.append(f"bash {_q(path)}")
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             parts.append(install_preamble(ctx))
         return "\n".join(p for p in parts if p) or None
 
@@ -293,7 +303,7 @@ class Engine:
             # the master's store_config, with this role's keys over it
             store = {**(ctx.mooncake_store or {}), **(own or {})}
             env["MOONCAKE_CONFIG_PATH"] = self.mooncake_store_file(ctx, role, store)
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             env.update(dynamo_env(ctx))
             env.setdefault("DYN_LOG", DYN_LOG_DEFAULT)
             if "sys" in proc.ports:
@@ -395,25 +405,28 @@ def need_port(proc: Process, kind: PortKind) -> int:
         raise PlanError(f"{proc.endpoint.label} on {proc.node} has no {kind.name} port") from None
 
 
-_REGISTRY: dict[type[Section], Engine] = {}
+ENGINES: Registry[Engine] = Registry("engine")
 E = TypeVar("E", bound=type[Engine])
 
 
 def register_engine(config: type[Section]) -> Callable[[E], E]:
-    """Register an engine row for a recipe engine model (`@register_engine(SGLangEngine)`)."""
+    """Register an engine row for a recipe engine model (`@register_engine(SGLangEngine)`):
+    the row's name is the model's `type`."""
 
     def decorate(cls: E) -> E:
         cls.config = config
-        cls.name = str(config.model_fields["type"].default)
-        _REGISTRY[config] = cls()
+        ENGINES.register(str(config.model_fields["type"].default))(cls)
         return cls
 
     return decorate
 
 
 def engine_row(cfg: EngineConfig) -> Engine:
-    return _REGISTRY[type(cfg)]
+    row = ENGINES.get(cfg.type)
+    if row is None or not isinstance(cfg, row.config):
+        raise KeyError(type(cfg))
+    return row
 
 
 def all_rows() -> Sequence[Engine]:
-    return list(_REGISTRY.values())
+    return ENGINES.rows()

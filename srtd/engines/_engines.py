@@ -7,7 +7,15 @@ import posixpath
 from typing import Any
 
 from srtd.context import PlanContext, render
-from srtd.engines._base import Engine, WorkerMode, dynamo_worker_flags, need_port, register_engine
+from srtd.engines._base import (
+    DIRECT_LAUNCH,
+    DYNAMO_LAUNCH,
+    Engine,
+    WorkerMode,
+    dynamo_worker_flags,
+    need_port,
+    register_engine,
+)
 from srtd.engines._sidecar import supervised_pair
 from srtd.engines._trtllm_pool import dynamo_entry, pool_env, pool_preamble
 from srtd.recipe import (
@@ -152,8 +160,8 @@ class SGLang(Engine):
         return PortPlan(every=every, leader=(HTTP,), per_role={"prefill": (BOOTSTRAP,)}, sizes=sizes)
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
-        sidecar = mode.launch == "dynamo" and _sidecar(ctx.recipe, role)
-        native = mode.launch == "direct" or sidecar
+        sidecar = mode.via_dynamo and _sidecar(ctx.recipe, role)
+        native = not mode.via_dynamo or sidecar
         module = "sglang.launch_server" if native else "dynamo.sglang"
         http = mode.public_port if mode.public_port and proc.is_leader else proc.ports.get("http")
         argv = ["python3", "-m", module, "--model-path", ctx.model_path]
@@ -164,7 +172,7 @@ class SGLang(Engine):
         args = ctx.recipe.roles[role].args
         if "enable-metrics" not in args and not sidecar:
             argv.append("--enable-metrics")
-        if mode.launch == "dynamo" and not sidecar:
+        if mode.via_dynamo and not sidecar:
             argv += dynamo_worker_flags(ctx, proc)
         if mode.disaggregated:
             argv += _disagg_mode(role)
@@ -205,7 +213,7 @@ class SGLang(Engine):
     def env(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
         # SGLang otherwise dumps a core / py-spy trace for 60 s after SIGTERM
         env = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0", "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0"}
-        if mode.launch == "dynamo" and _sidecar(ctx.recipe, role):
+        if mode.via_dynamo and _sidecar(ctx.recipe, role):
             env["SGLANG_RUST_BUILD_MODE"] = "never"  # the image's prebuilt gRPC server, no rebuild at start
         args = ctx.recipe.roles[role].args
         server = ctx.node_services.get(LMCACHE_SERVER, {}).get(proc.node)
@@ -283,7 +291,7 @@ class VLLM(Engine):
         known = _VLLM_CONNECTORS.get(connector)
         if known is None:
             return connector
-        if mode.launch == "direct" and not mode.disaggregated:
+        if not mode.via_dynamo and not mode.disaggregated:
             return None  # a lone `vllm serve` moves no KV
         return json.dumps(known)
 
@@ -306,7 +314,7 @@ class VLLM(Engine):
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
         http = mode.public_port if mode.public_port and proc.is_leader else proc.ports.get("http")
         served = self.served_model_name(ctx, role)
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             argv = ["python3", "-m", "dynamo.vllm", "--model", ctx.model_path, "--served-model-name", served]
             if mode.disaggregated:
                 argv += _disagg_mode(role)
@@ -322,7 +330,7 @@ class VLLM(Engine):
                 argv += ["--kv-transfer-config", kv]
         if not self._visible_devices(cfg):
             argv += ["--device-ids", proc.visible_devices]
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             argv += dynamo_worker_flags(ctx, proc)
         flags = self.role_flags(ctx, role, {"node": proc.node})
         return argv + _drop_flag(flags, "--connector")
@@ -336,12 +344,12 @@ class VLLM(Engine):
 
     def env(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> dict[str, str]:
         env: dict[str, str] = {}
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             env["DYN_HEALTH_CHECK_ENABLED"] = "false"  # srtd probes /health itself
         if "kv_events" in proc.ports:
             env["DYN_VLLM_KV_EVENT_PORT"] = str(proc.ports["kv_events"])
         connector = self.connector(ctx, cfg, role) or ""
-        if mode.launch == "dynamo" or "nixl" in connector:
+        if mode.via_dynamo or "nixl" in connector:
             if "vllm_scan" in proc.ports:
                 env["VLLM_PORT"] = str(proc.ports["vllm_scan"])
             if "nixl" in proc.ports:
@@ -425,7 +433,7 @@ class TRTLLM(Engine):
         ctx.files[self.config_file(ctx, role, in_step=False)] = dump_yaml(dict(args))
         # Every rank of the MPI step starts through the launcher, one GPU or many.
         argv = [*self.numa_wrapper(cfg), "trtllm-llmapi-launch"]
-        if mode.launch == "dynamo":
+        if mode.via_dynamo:
             argv += [*dynamo_entry(ctx, role, config), "--model-path", ctx.model_path, "--served-model-name", served]
             argv += _disagg_mode(role) if mode.disaggregated else []
             argv += ["--extra-engine-args", config, *dynamo_worker_flags(ctx, proc, dump_config=False)]
@@ -484,7 +492,7 @@ class TRTLLM(Engine):
 
     def readiness(self, ctx: PlanContext, cfg: EngineConfig, proc: Process, mode: WorkerMode) -> Readiness | None:
         ready = super().readiness(ctx, cfg, proc, mode)
-        if ready is None or mode.launch != "dynamo":
+        if ready is None or not mode.via_dynamo:
             return ready
         # dynamo.trtllm answers on its system port once the engine is up.
         return Readiness(
@@ -500,7 +508,7 @@ class Mocker(Engine):
 
     health_path = "/health"  # the Dynamo system port
 
-    launches = frozenset({"dynamo"})
+    launches = frozenset({DYNAMO_LAUNCH})
     fatal_patterns = DYNAMO_FATAL
     owned_flags = frozenset({"model-path", "model-name", "disaggregation-mode", "bootstrap-ports"})
 
@@ -554,7 +562,7 @@ class Custom(Engine):
 
     health_path = None  # `liveness: default` is the recipe's own `health` probe
 
-    launches = frozenset({"direct"})
+    launches = frozenset({DIRECT_LAUNCH})
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
         assert isinstance(cfg, CustomEngine)
@@ -628,7 +636,7 @@ class Toy(Engine):
 
     health_path = "/health"
 
-    launches = frozenset({"direct"})
+    launches = frozenset({DIRECT_LAUNCH})
     owned_flags = frozenset({"host", "port", "model", "role"})
     sets_visible_devices = False
 
@@ -665,7 +673,7 @@ class TokenSpeed(Engine):
         return PortPlan(every=(SYS, DIST_INIT), leader=(GRPC,), per_role={"prefill": (BOOTSTRAP,)})
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
-        module = "dynamo.tokenspeed" if mode.launch == "dynamo" else "smg_grpc_servicer.tokenspeed"
+        module = "dynamo.tokenspeed" if mode.via_dynamo else "smg_grpc_servicer.tokenspeed"
         endpoint = proc.endpoint
         leader = next(p for p in ctx.processes_of(endpoint) if p.is_leader)
         argv = ["python3", "-m", module, "--model", ctx.model_path]
@@ -684,7 +692,7 @@ class TokenSpeed(Engine):
         return {"TOKENSPEED_SKIP_GRPC_WARMUP": "1"} if mode.disaggregated else {}
 
     def readiness(self, ctx: PlanContext, cfg: EngineConfig, proc: Process, mode: WorkerMode) -> Readiness | None:
-        if mode.launch == "dynamo" or not proc.is_leader:
+        if mode.via_dynamo or not proc.is_leader:
             return super().readiness(ctx, cfg, proc, mode)
         check = ctx.recipe.health_check
         return Readiness(
@@ -700,7 +708,7 @@ class Atom(Engine):
 
     health_path = None  # not verified on hardware: name a probe
 
-    launches = frozenset({"direct"})
+    launches = frozenset({DIRECT_LAUNCH})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
         return PortPlan(every=(KV_EVENTS, NIXL), leader=(HTTP,), per_role={"prefill": (BOOTSTRAP,)})
@@ -734,7 +742,7 @@ class TileRT(Engine):
 
     health_path = None  # not verified on hardware: name a probe
 
-    launches = frozenset({"direct"})
+    launches = frozenset({DIRECT_LAUNCH})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:
         return PortPlan(every=(NIXL,), leader=(HTTP,))

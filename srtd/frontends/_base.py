@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
-from srtd.engines import WorkerMode, engine_row, flags
+from srtd.engines import DIRECT_LAUNCH, DYNAMO_LAUNCH, WorkerLaunch, WorkerMode, engine_row, flags
 from srtd.recipe import Recipe
 from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, GRPC, HTTP, Process
 from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
-
-Launch = Literal["dynamo", "direct"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class Frontend(Row):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    worker_launch: ClassVar[Launch | None] = "direct"
+    worker_launch: ClassVar[WorkerLaunch | None] = DIRECT_LAUNCH
     direct: ClassVar[bool] = False  # the single aggregated worker is itself the frontend
     engines: ClassVar[frozenset[str] | None] = None  # engine types it can front; None: any
     terminate_timeout: ClassVar[float] = 20.0
@@ -113,7 +111,7 @@ class Frontend(Row):
         counts = {"prefill": 0, "decode": 0}
         for role, endpoints in ctx.endpoints.items():
             cfg = ctx.recipe.engine_for(role)
-            per = registrations(cfg) if self.worker_launch == "dynamo" else 1
+            per = registrations(cfg) if self.worker_launch == DYNAMO_LAUNCH else 1
             counts["prefill" if role == "prefill" else "decode"] += len(endpoints) * per
         return counts["prefill"], counts["decode"]
 

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 from srtd.context import PlanContext
 from srtd.engines import (
+    DIRECT_LAUNCH,
+    DYNAMO_LAUNCH,
     MORIIO_DISCOVERY_PORT,
     WorkerMode,
     dynamo_env,
@@ -125,7 +127,7 @@ class _Replicated(Frontend):
 @register_frontend("dynamo")
 class Dynamo(_Replicated):
     description = "the Dynamo frontend; workers register through etcd"
-    worker_launch = "dynamo"
+    worker_launch = DYNAMO_LAUNCH
 
     def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
         out: list[tuple[dict[str, Any], str]] = [({"name": "etcd", "type": "etcd"}, "frontend.type: dynamo")]
@@ -335,7 +337,7 @@ class _Direct(Frontend):
         )
 
     def mode(self, recipe: Recipe) -> WorkerMode:
-        return WorkerMode("direct", False, public_port=8000)
+        return WorkerMode(DIRECT_LAUNCH, False, public_port=8000)
 
     def gate_probe(self, node: str, port: int) -> Any:
         # a direct server answers /health before it serves; /v1/models lists the model once it does
@@ -376,8 +378,8 @@ class TRTLLMServe(Frontend):
 
     def mode(self, recipe: Recipe) -> WorkerMode:
         if recipe.disaggregated:
-            return WorkerMode("direct", True)
-        return WorkerMode("direct", False, public_port=8000)
+            return WorkerMode(DIRECT_LAUNCH, True)
+        return WorkerMode(DIRECT_LAUNCH, False, public_port=8000)
 
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         if not ctx.recipe.disaggregated:
@@ -416,7 +418,7 @@ class NoFrontend(Frontend):
     engines = frozenset({"custom"})
 
     def mode(self, recipe: Recipe) -> WorkerMode:
-        return WorkerMode("direct", recipe.disaggregated)
+        return WorkerMode(DIRECT_LAUNCH, recipe.disaggregated)
 
     def plan(self, ctx: PlanContext, workers: Sequence[Unit]) -> FrontendPlan:
         return FrontendPlan((), None, None, None)

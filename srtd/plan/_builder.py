@@ -12,7 +12,7 @@ from srtd._yaml import dotted, walk
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
-from srtd.engines import Engine, WorkerMode, engine_row, warn_unlaunched_profiling
+from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, warn_unlaunched_profiling
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
@@ -164,7 +164,7 @@ def build_plan(
         port_offset=port_offset,
     )
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
-    mode = mode or WorkerMode("direct", recipe.disaggregated)
+    mode = mode or WorkerMode(DIRECT_LAUNCH, recipe.disaggregated)
     if mode.public_port is not None:
         mode = replace(mode, public_port=ctx.port(mode.public_port))
     _place_workers(ctx, rows, mode)
