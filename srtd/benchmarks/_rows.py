@@ -14,6 +14,7 @@ from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
+from srtd.recipe import MANUAL_BENCHMARK
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import ResultsSpec, Srun, Unit, UnitKind
 
@@ -69,7 +70,7 @@ BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
 register_benchmark = BENCHMARKS.register
 
 
-@register_benchmark("manual")
+@register_benchmark(MANUAL_BENCHMARK)
 class Manual(Benchmark):
     """No client: the job serves until it is stopped (or its terminal services end)."""
 

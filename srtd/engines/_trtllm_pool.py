@@ -33,10 +33,14 @@ with maybe_provision_pool(connector):
 """
 
 
+# TensorRT-LLM's name for its Mooncake KV connector (`kv_connector_config.connector`), not a service kind
+MOONCAKE_STORE_CONNECTOR = "mooncake-store"
+
+
 def stores_in_pool(args: Mapping[str, Any]) -> bool:
     """The role's engine writes to and reads from the pool (its KV connector is the Mooncake store)."""
     connector = args.get("kv_connector_config")
-    return isinstance(connector, Mapping) and connector.get("connector") == "mooncake-store"
+    return isinstance(connector, Mapping) and connector.get("connector") == MOONCAKE_STORE_CONNECTOR
 
 
 def _member(role: str, proc: Process) -> str:

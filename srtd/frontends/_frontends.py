@@ -31,7 +31,7 @@ from srtd.frontends._base import (
     tcp_ready,
     worker_url,
 )
-from srtd.recipe import Recipe
+from srtd.recipe import NO_FRONTEND, Recipe
 from srtd.topology import BOOTSTRAP, FRONTEND_PUBLIC_PORT, NIXL, ROUTER_METRICS_PORT, Process
 from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
 
@@ -411,7 +411,7 @@ class TRTLLMServe(Frontend):
         return FrontendPlan((unit,), unit.name, node, public)
 
 
-@register_frontend("none")
+@register_frontend(NO_FRONTEND)
 class NoFrontend(Frontend):
     description = "no frontend: services-only jobs, or custom workers gated by their own health"
     worker_launch = None

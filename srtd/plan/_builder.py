@@ -379,11 +379,11 @@ def _advertise_absent_planes(ctx: PlanContext) -> None:
 
 def _service_images(recipe: Recipe, services: list[EffectiveService]) -> dict[str, str | None]:
     """Each service's image: its own, its kind's fallback, the master's (stores), then the job's."""
-    master = next((s for s in services if s.kind.name == "mooncake-master"), None)
+    master = next((s for s in services if s.kind.kv_master), None)
     out: dict[str, str | None] = {}
     for eff in services:
         image = eff.config.container or eff.kind.container_fallback
-        if image is None and eff.kind.name in ("mooncake-store", "mooncake-donor") and master is not None:
+        if image is None and eff.kind.borrows_master_image and master is not None:
             image = master.config.container
         out[eff.name] = image or recipe.model.container
     return out

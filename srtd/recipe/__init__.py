@@ -32,7 +32,13 @@ from srtd.recipe._migrate import Migration, migrate_text
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
-from srtd.recipe._sections import ProfilingPhaseConfig, ReportingConfig, ReportingStatusConfig
+from srtd.recipe._sections import (
+    MANUAL_BENCHMARK,
+    NO_FRONTEND,
+    ProfilingPhaseConfig,
+    ReportingConfig,
+    ReportingStatusConfig,
+)
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 
@@ -79,6 +85,8 @@ def _walk(annotation: Any) -> list[Any]:
 __all__ = [
     "ENGINE_MODELS",
     "ENGINE_NAMES",
+    "MANUAL_BENCHMARK",
+    "NO_FRONTEND",
     "ROLE_NAMES",
     "RULES_ERROR",
     "AtomEngine",

@@ -7,9 +7,11 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from srtd.recipe._base import EnvMap, Name, Rules, Section, StrMap, StrSeq
-from srtd.recipe._engines import EngineConfig, EngineField
+from srtd.recipe._engines import CustomEngine, EngineConfig, EngineField
 from srtd.recipe._roles import ROLE_NAMES, RoleConfig
 from srtd.recipe._sections import (
+    MANUAL_BENCHMARK,
+    NO_FRONTEND,
     BenchmarkConfig,
     DynamoConfig,
     FrontendConfig,
@@ -110,9 +112,9 @@ class Recipe(Section):
         rules = Rules()
         self._role_rules(rules)
         self._service_rules(rules)
-        if self.frontend.type == "none":
+        if self.frontend.type == NO_FRONTEND:
             engines = {r: self.engine_for(r) for r in self.roles}
-            served = [r for r, e in engines.items() if e is not None and e.type != "custom"]
+            served = [r for r, e in engines.items() if e is not None and not isinstance(e, CustomEngine)]
             if served:
                 rules.add(
                     "frontend.type",
@@ -120,7 +122,7 @@ class Recipe(Section):
                     f"may run; roles.{served[0]} uses {engines[served[0]].type}",  # type: ignore[union-attr]
                 )
         terminal = [s.name for s in self.services if s.terminal and s.enabled]
-        if terminal and self.benchmark.type != "manual":
+        if terminal and self.benchmark.type != MANUAL_BENCHMARK:
             rules.add(
                 "benchmark.type",
                 f"terminal services ({', '.join(terminal)}) are the job's run; "

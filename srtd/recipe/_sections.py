@@ -90,6 +90,11 @@ class PlacementConfig(Section):
         return self
 
 
+# The two names the recipe's own rules need; their registry rows register under these constants.
+NO_FRONTEND = "none"  # runs no frontend: only custom-engine roles may run
+MANUAL_BENCHMARK = "manual"  # runs no client: the job serves until stopped
+
+
 class FrontendConfig(Section):
     """The HTTP entry point in front of the workers."""
 
@@ -209,7 +214,7 @@ class SweepConfig(Section):
 class BenchmarkConfig(Section):
     """The client run once the workers are ready; `type` selects the runner."""
 
-    type: str = "manual"
+    type: str = MANUAL_BENCHMARK
     """`manual` (none: serve until stopped), `custom`, `toy`, `sa-bench`, ..."""
     stream_output: bool = False
     """Mirror the benchmark log to the console."""

@@ -60,6 +60,11 @@ class ServiceKind(Row):
     # srtctl points every process at this plane on the infra node even when the job runs
     # none (etcd); matching it keeps a service that reads the variable launching the same.
     advertised_without_service: ClassVar[bool] = False
+    # The KV-cache pool's parts (the Mooncake kinds), as attributes so that no rule compares their names.
+    kv_master: ClassVar[bool] = False  # the pool's master: at most one per job, stores and donors find it
+    needs_kv_master: ClassVar[bool] = False  # refused unless the job runs a master
+    lends_to_pool: ClassVar[bool] = False  # lends memory to TRT-LLM's pool: needs a master with pool options
+    borrows_master_image: ClassVar[bool] = False  # runs in the master's container unless it names its own
 
     # ------------------------------------------------------------------ answers
 

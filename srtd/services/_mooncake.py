@@ -18,6 +18,7 @@ SCRUB_MPI_ENV = f"for var in $(env | grep -oE '^({_MPI_PREFIXES})[A-Za-z0-9_]*='
 # Options that ask for TensorRT-LLM's own pool master instead of Mooncake's binary.
 TRTLLM_POOL_OPTIONS = frozenset({"eviction_ratio", "master_timeout_s", "store_role"})
 MOONCAKE_ADDRESS_FILE = "mooncake_master.addr"  # in the log dir: how pool members find the master
+MOONCAKE_MASTER = "mooncake-master"
 
 
 def trtllm_pool(svc: ServiceConfig) -> bool:
@@ -35,8 +36,9 @@ def pool_timeout_env(options: dict[str, object]) -> dict[str, str]:
     return {"TRTLLM_MOONCAKE_MASTER_TIMEOUT": str(timeout)} if timeout is not None else {}
 
 
-@register_service("mooncake-master")
+@register_service(MOONCAKE_MASTER)
 class MooncakeMaster(ServiceKind):
+    kv_master = True
     description = "the Mooncake KV store master (Mooncake's, or TensorRT-LLM's pool master)"
     default_start = "before_workers"
     default_critical = True
@@ -99,7 +101,9 @@ class MooncakeDonor(ServiceKind):
     """Lends a decode node's host memory to TRT-LLM's Mooncake pool without serving from it."""
 
     description = "a TensorRT-LLM Mooncake pool donor on each decode node"
-    waits_for = ("mooncake-master",)
+    lends_to_pool = True
+    borrows_master_image = True
+    waits_for = (MOONCAKE_MASTER,)
     default_start = "before_workers"
     default_critical = True
     default_placement = "decode"
@@ -145,7 +149,9 @@ class MooncakeDonor(ServiceKind):
 @register_service("mooncake-store")
 class MooncakeStore(ServiceKind):
     description = "a standalone Mooncake store that owns a node's DRAM segment"
-    waits_for = ("mooncake-master",)  # a store registers with the master when it starts
+    needs_kv_master = True
+    borrows_master_image = True
+    waits_for = (MOONCAKE_MASTER,)  # a store registers with the master when it starts
     default_start = "before_workers"
     default_critical = True
     default_placement = "workers"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -178,13 +178,13 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
                     f"{kind.name} runs on {placed!r} unless told otherwise",
                 )
             )
-        if svc.enabled and kind.name == "mooncake-master":
+        if svc.enabled and kind.kv_master:
             masters.append(i)
-        if svc.enabled and kind.supports_dedicated and kind.name != "mooncake-master":
+        if svc.enabled and kind.supports_dedicated and not kind.kv_master:
             dedicated[svc.name] = node == "dedicated"
     if len(masters) > 1:
         problems.append((f"services.{masters[1]}", "only one mooncake-master per job"))
-    stores = [i for i, s in enumerate(recipe.services) if s.type == "mooncake-store" and s.enabled]
+    stores = _enabled(recipe, lambda kind: kind.needs_kv_master)
     if stores and not masters:
         problems.append((f"services.{stores[0]}.type", "mooncake-store needs a mooncake-master entry"))
     problems.extend(_donor_problems(recipe, masters))
@@ -194,9 +194,17 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
     return problems
 
 
+def _enabled(recipe: Recipe, which: Callable[[ServiceKind], bool]) -> list[int]:
+    """The indices of the enabled services whose kind is `which`."""
+    kinds = [get_kind(s.type) for s in recipe.services]
+    return [
+        i for i, (s, kind) in enumerate(zip(recipe.services, kinds, strict=True)) if s.enabled and kind and which(kind)
+    ]
+
+
 def _donor_problems(recipe: Recipe, masters: list[int]) -> list[tuple[str, str]]:
     """A donor lends memory to TRT-LLM's pool: it needs that master (pool options set)."""
-    donors = [i for i, s in enumerate(recipe.services) if s.type == "mooncake-donor" and s.enabled]
+    donors = _enabled(recipe, lambda kind: kind.lends_to_pool)
     if not donors or (masters and trtllm_pool(recipe.services[masters[0]])):
         return []
     wanted = ", ".join(sorted(TRTLLM_POOL_OPTIONS))
