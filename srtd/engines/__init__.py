@@ -1,6 +1,7 @@
 """Engines: how each engine's workers are launched.  One registry row per recipe engine model."""
 
-from srtd.engines import _engines
+# the row modules register their engines on import
+from srtd.engines import _engines, _sglang, _trtllm, _vllm
 from srtd.engines._base import (
     DIRECT_LAUNCH,
     DYNAMO_LAUNCH,
@@ -16,9 +17,9 @@ from srtd.engines._base import (
     with_dynamo_install,
 )
 from srtd.engines._dynamo_install import install_preamble
-from srtd.engines._engines import MORIIO_DISCOVERY_PORT, kv_connector
 from srtd.engines._profiling import client_env as profiling_client_env
 from srtd.engines._profiling import warn_unlaunched as warn_unlaunched_profiling
+from srtd.engines._vllm import MORIIO_DISCOVERY_PORT, kv_connector
 
 __all__ = [
     "DIRECT_LAUNCH",
@@ -28,6 +29,9 @@ __all__ = [
     "WorkerLaunch",
     "WorkerMode",
     "_engines",
+    "_sglang",
+    "_trtllm",
+    "_vllm",
     "all_rows",
     "dynamo_env",
     "engine_row",

@@ -398,6 +398,11 @@ def _q(text: str) -> str:
     return shlex.quote(text)
 
 
+def disagg_mode(role: str) -> list[str]:
+    """`--disaggregation-mode` for a prefill or decode role (the flag SGLang, vLLM, TRT-LLM and the mocker share)."""
+    return ["--disaggregation-mode", role] if role in ("prefill", "decode") else []
+
+
 def need_port(proc: Process, kind: PortKind) -> int:
     try:
         return proc.ports[kind.name]
