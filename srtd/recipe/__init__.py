@@ -29,16 +29,12 @@ from srtd.recipe._engines import (
 )
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
 from srtd.recipe._migrate import Migration, migrate_text
+from srtd.recipe._observability import ProfilingPhaseConfig
 from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
+from srtd.recipe._reporting import ReportingConfig, ReportingStatusConfig
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
-from srtd.recipe._sections import (
-    MANUAL_BENCHMARK,
-    NO_FRONTEND,
-    ProfilingPhaseConfig,
-    ReportingConfig,
-    ReportingStatusConfig,
-)
+from srtd.recipe._sections import MANUAL_BENCHMARK, NO_FRONTEND
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 

@@ -8,6 +8,8 @@ from pydantic import Field, model_validator
 
 from srtd.recipe._base import EnvMap, Name, Rules, Section, StrMap, StrSeq
 from srtd.recipe._engines import CustomEngine, EngineConfig, EngineField
+from srtd.recipe._observability import ObservabilityConfig, ProfilingConfig, TelemetryConfig
+from srtd.recipe._reporting import IdentityConfig, ReportingConfig
 from srtd.recipe._roles import ROLE_NAMES, RoleConfig
 from srtd.recipe._sections import (
     MANUAL_BENCHMARK,
@@ -17,16 +19,11 @@ from srtd.recipe._sections import (
     FrontendConfig,
     HealthCheckConfig,
     HostSetupConfig,
-    IdentityConfig,
     ModelConfig,
-    ObservabilityConfig,
     OutputConfig,
     PostEvalConfig,
-    ProfilingConfig,
-    ReportingConfig,
     ResourceConfig,
     SlurmConfig,
-    TelemetryConfig,
 )
 from srtd.recipe._services import ServiceConfig
 

@@ -1,19 +1,19 @@
-"""The recipe sections other than engines, roles and services.
+"""The recipe sections that shape the job: model, resources, slurm, frontend, dynamo, sweep,
+benchmark, output, health_check, host_setup and post_eval.
 
-srtd acts on some of these now (model, resources, slurm, frontend, dynamo,
-benchmark, health_check, output) and only checks the shape of the rest
-(profiling, observability, telemetry, reporting, identity, post_eval), so a
-recipe written for srt-slurm loads and the later features find their data.
+What the job observes (profiling, observability, telemetry) is in `_observability`, what it
+reports and is checked against (reporting, identity) in `_reporting`.  srtd acts on some of
+these sections and only checks the shape of the rest, so a recipe written for srt-slurm loads
+and the later features find their data.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, SlurmTime, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, NumSeq, Rules, Section, SlurmTime, StrSeq
 
 
 def _digits_to_int(value: Any) -> Any:
@@ -320,50 +320,6 @@ class BenchmarkConfig(Section):
         return self
 
 
-class ProfilingPhaseConfig(Section):
-    """Step window profiled for one role."""
-
-    start_step: int | None = None
-    """Step to start profiling."""
-    stop_step: int | None = None
-    """Step to stop profiling."""
-    capture_scope: Literal["selected", "all"] = "all"
-    """Every process of the role, or only the selected worker and rank."""
-    worker_index: int = 0
-    """Worker within the role."""
-    worker_rank: int = 0
-    """Process rank within that worker."""
-
-
-class ProfilingConfig(Section):
-    """Nsight Systems or PyTorch profiling of the workers."""
-
-    type: Literal["none", "nsys", "nsys-time", "torch"] = "none"
-    """none, nsys, nsys-time or torch."""
-    extra_nsys_args: StrSeq | None = None
-    """Extra `nsys profile` arguments."""
-    nsys_trace: str = "cuda,nvtx"
-    """Nsight activity domains."""
-    trace_fork_before_exec: bool | None = None
-    """Trace children forked before exec."""
-    capture_range_end: str = "stop"
-    """What closing a capture range does."""
-    nsys_library_paths: StrSeq | None = None
-    """Paths prepended to LD_LIBRARY_PATH for the profiler."""
-    prefill: ProfilingPhaseConfig | None = None
-    """Window of the prefill role."""
-    decode: ProfilingPhaseConfig | None = None
-    """Window of the decode role."""
-    aggregated: ProfilingPhaseConfig | None = None
-    """Window of the agg role."""
-    delay_secs: int | None = None
-    """nsys-time: seconds before capture."""
-    duration_secs: int | None = None
-    """nsys-time: seconds captured."""
-    benchmark_duration_secs: int = 300
-    """Traffic duration; covers delay + duration."""
-
-
 class OutputConfig(Section):
     """Where the job writes logs and results."""
 
@@ -382,143 +338,6 @@ class HealthCheckConfig(Section):
     """Fail a worker as soon as its log prints a line its engine names as fatal."""
     extra_fatal_log_patterns: StrSeq = ()
     """More regular expressions that fail a worker the same way."""
-
-
-class TelemetryExporterConfig(Section):
-    """An exporter: image or host binary, and its port."""
-
-    container_image: str
-    """Exporter image; ignored when `binary` is set."""
-    port: int
-    """Port of its /metrics on every worker node."""
-    command: str | None = None
-    """Command line replacing the image's default arguments."""
-    binary: str | None = None
-    """Host executable run without a container."""
-
-
-class TachometerConfig(Section):
-    """Metrics capture; on unless `enabled: false`."""
-
-    enabled: bool | None = None
-    """Unset collects on every run; false opts out (and drops the implied exporters)."""
-    binary_path: str = "tachometer-scraper"
-    """Scraper command on the compute nodes."""
-    collect_interval_ms: int = 1000
-    """Milliseconds between scrapes."""
-    sync_interval_secs: int = 120
-    """Seconds between intermediate compactions."""
-    shutdown_grace_secs: float = 120.0
-    """Time to flush after SIGTERM."""
-    compaction_threads: int = 4
-    """Threads for compaction."""
-    storage_subdir: str = "tachometer"
-    """Output directory below the log dir."""
-    extra_metadata: AnyMap = {}
-    """Metadata attached to every endpoint."""
-    default_exporters: bool = True
-    """Run the built-in exporters when their blocks are unset."""
-    default_gpu_exporter: TelemetryExporterConfig | None = None
-    """GPU exporter resolved from the cluster settings."""
-    dcgm_exporter: TelemetryExporterConfig | None = None
-    """GPU exporter."""
-    node_exporter: TelemetryExporterConfig | None = None
-    """Host metrics exporter."""
-    process_exporter: TelemetryExporterConfig | None = None
-    """Per-process exporter."""
-
-    @property
-    def on(self) -> bool:
-        return self.enabled is not False
-
-
-class NsysObservabilityConfig(Section):
-    """Automatic Nsight Systems capture."""
-
-    enabled: bool = True
-    """Set false to keep other signals without nsys."""
-    capture_window: Literal["measured_workload", "including_startup"] = "measured_workload"
-    """What the capture spans."""
-    report_timeout_secs: int = 1800
-    """Wait for a report to finalize."""
-    nvtx_injection_path: str | None = None
-    """NVTX injection library inside the container."""
-    cpu_sampling: Literal["system-wide", "process-tree", "none"] = "system-wide"
-    """CPU sampling scope."""
-
-
-class ObservabilityConfig(Section):
-    """Engine metrics and traces, metrics capture, Nsight tracing."""
-
-    enabled: bool = False
-    """Master analytics switch."""
-    enable_otel: bool = False
-    """Inject OTEL variables into workers and frontends."""
-    otel_endpoint: str | None = None
-    """OTEL collector endpoint."""
-    tachometer: TachometerConfig = Field(default_factory=TachometerConfig)
-    """Metrics capture."""
-    nsys: NsysObservabilityConfig = Field(default_factory=NsysObservabilityConfig)
-    """Automatic Nsight capture."""
-
-    @model_validator(mode="after")
-    def _otel(self) -> ObservabilityConfig:
-        rules = Rules()
-        if self.enable_otel and not self.otel_endpoint:
-            rules.add("otel_endpoint", "is required when enable_otel is true")
-        rules.check()
-        return self
-
-
-class CpuPowerExporterConfig(Section):
-    """Head-node scrape of a per-node CPU power exporter."""
-
-    port: int = 9405
-    """Exporter port."""
-    source: Literal["auto", "acpi", "dcgm"] = "auto"
-    """Power reading back-end."""
-
-
-class CpuPowerConfig(Section):
-    """In-job CPU power collector on each node."""
-
-    enabled: bool = False
-    """Switch for this leg."""
-    source: Literal["auto", "acpi", "dcgm"] = "auto"
-    """Power reading provider."""
-    sample_interval_seconds: float = 0.1
-    """Read period."""
-    startup_timeout_seconds: float = 30.0
-    """Wait for collectors to be ready."""
-    required: bool = False
-    """Fail the job when the leg fails."""
-    storage_subdir: str = "cpu_power"
-    """Output directory below the log dir."""
-
-
-class TelemetryConfig(Section):
-    """GPU and CPU power sampling over the benchmark windows."""
-
-    enabled: bool = False
-    """Collect GPU power over each concurrency window."""
-    dcgm_exporter: TelemetryExporterConfig | None = None
-    """DCGM exporter; required when enabled."""
-    collect_interval_ms: int = 1000
-    """Milliseconds between collector cycles."""
-    storage_subdir: str = "power"
-    """Output directory below the log dir."""
-    required: bool = False
-    """Fail the benchmark without publishable power data."""
-    startup_timeout_seconds: float = 30.0
-    """Wait for exporters to answer."""
-    request_timeout_seconds: float = 2.0
-    """Per-request exporter timeout."""
-    collector_join_timeout_seconds: float | None = None
-    """Shutdown budget of the collector."""
-    cpu_power_exporter: CpuPowerExporterConfig | None = None
-    """Per-node CPU power exporter."""
-    cpu_power: CpuPowerConfig = Field(default_factory=CpuPowerConfig)
-    """In-job CPU power collector."""
 
 
 class HostSetupConfig(Section):
@@ -543,138 +362,3 @@ class PostEvalConfig(Section):
     """Variables forwarded into the eval process."""
     command: StrSeq | None = None
     """Argv replacing the built-in eval runner."""
-
-
-class IdentityModelConfig(Section):
-    """The model that should be running."""
-
-    repo: str | None = None
-    """Hugging Face repo id."""
-    revision: str | None = None
-    """Commit SHA of the repo."""
-
-
-class IdentityContainerConfig(Section):
-    """The container that should be running."""
-
-    image: str | None = None
-    """Image URI."""
-
-
-class IdentityConfig(Section):
-    """What should be running, checked against the workers' fingerprints."""
-
-    model: IdentityModelConfig = Field(default_factory=IdentityModelConfig)
-    """Expected model."""
-    container: IdentityContainerConfig = Field(default_factory=IdentityContainerConfig)
-    """Expected container."""
-    frameworks: StrMap = {}
-    """Package -> expected version."""
-
-
-class ReportingStatusConfig(Section):
-    """Status collectors that receive lifecycle events."""
-
-    endpoint: str | None = None
-    """One collector base URL."""
-    endpoints: StrSeq | None = None
-    """Several collectors."""
-    token_env: str | None = None
-    """Name of the environment variable that holds the bearer token (default SRTCTL_STATUS_TOKEN)."""
-    job_id_prefix: str | None = None
-    """Prepended to the job id the collectors see (`cluster-a:`), so jobs of several clusters stay apart."""
-    logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
-    """Seconds between raw-log uploads; accepted, not acted on yet."""
-    units: bool | None = None
-    """Also send every journal event to `srtd collector`'s extension route (ignored by collectors without it)."""
-
-    @model_validator(mode="after")
-    def _rules(self) -> ReportingStatusConfig:
-        rules = Rules()
-        if self.endpoint is not None and not _is_http_url(self.endpoint):
-            rules.add("endpoint", f"must be an http:// or https:// URL, got {self.endpoint!r}")
-        for i, endpoint in enumerate(self.endpoints or ()):
-            if not _is_http_url(endpoint):
-                rules.add(f"endpoints.{i}", f"must be an http:// or https:// URL, got {endpoint!r}")
-        if self.token_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.token_env):
-            rules.add("token_env", "must be the name of an environment variable (the token itself stays out of files)")
-        rules.check()
-        return self
-
-
-def _is_http_url(text: str) -> bool:
-    scheme, _, rest = text.partition("://")
-    return scheme in ("http", "https") and bool(rest.strip("/")) and not any(c.isspace() for c in text)
-
-
-def _no_literal_secret(rules: Rules, section: Section, fields: dict[str, str]) -> None:
-    # Tokens come only from the environment: a literal one would land in plans,
-    # journals and copied recipes.
-    for field, variable in fields.items():
-        if getattr(section, field) is not None:
-            rules.add(field, f"secrets are not accepted in a recipe; set ${variable} in the environment")
-
-
-class AIAnalysisConfig(Section):
-    """Failure analysis after a failed job."""
-
-    enabled: bool = False
-    """Run the analysis."""
-    openrouter_api_key: str | None = None
-    """Refused: set OPENROUTER_API_KEY in the environment."""
-    gh_token: str | None = None
-    """Refused: set GH_TOKEN in the environment."""
-    repos_to_search: StrSeq = ()
-    """Repositories searched for related changes."""
-    pr_search_days: int = 14
-    """Days to look back."""
-    prompt: str | None = None
-    """Prompt template."""
-
-    @model_validator(mode="after")
-    def _secrets(self) -> AIAnalysisConfig:
-        rules = Rules()
-        _no_literal_secret(rules, self, {"openrouter_api_key": "OPENROUTER_API_KEY", "gh_token": "GH_TOKEN"})
-        rules.check()
-        return self
-
-
-class S3Config(Section):
-    """Upload of the log directory to S3-compatible storage."""
-
-    bucket: str
-    """Bucket name."""
-    prefix: str | None = None
-    """Prefix within the bucket."""
-    region: str | None = None
-    """Region."""
-    endpoint_url: str | None = None
-    """S3-compatible endpoint."""
-    access_key_id: str | None = None
-    """Refused: set AWS_ACCESS_KEY_ID in the environment."""
-    secret_access_key: str | None = None
-    """Refused: set AWS_SECRET_ACCESS_KEY in the environment."""
-    exclude: StrSeq | None = None
-    """Patterns left out of the upload."""
-    archive: StrSeq | None = None
-    """Patterns packed into one archive."""
-
-    @model_validator(mode="after")
-    def _secrets(self) -> S3Config:
-        rules = Rules()
-        _no_literal_secret(
-            rules, self, {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY"}
-        )
-        rules.check()
-        return self
-
-
-class ReportingConfig(Section):
-    """Status reporting, failure analysis, log upload."""
-
-    status: ReportingStatusConfig | None = None
-    """Status collectors."""
-    ai_analysis: AIAnalysisConfig | None = None
-    """Failure analysis."""
-    s3: S3Config | None = None
-    """Log upload."""
