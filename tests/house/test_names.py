@@ -30,9 +30,9 @@ SRTD = Path(__file__).resolve().parents[2] / "srtd"
 
 # Literals that spell a registered name but mean something else there, each with the reason.
 NOT_A_ROW = {
-    ("recipe/_migrate.py", "sglang"): "schema 1's frontend type, rewritten as text before any row exists",
-    ("recipe/_migrate.py", "dynamo"): "schema 1's frontend type, read from the old layout's text",
-    ("recipe/_migrate.py", "nats"): "the schema 1 infra entry being written, not a kind being looked up",
+    ("recipe/_migrate_folds.py", "sglang"): "schema 1's frontend type, rewritten as text before any row exists",
+    ("recipe/_migrate_folds.py", "dynamo"): "schema 1's frontend type, read from the old layout's text",
+    ("recipe/_migrate_folds.py", "nats"): "the schema 1 infra entry being written, not a kind being looked up",
     ("frontends/_frontends.py", "nats"): "the value of dynamo.request_plane / event_plane (a transport)",
 }
 
