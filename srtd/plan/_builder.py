@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from srtd._yaml import dotted, walk
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, warn_unlaunched_profiling
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
-from srtd.plan._graph import PHASES, find_cycle, service_of, start_order, with_explicit_edges, with_phase_edges
+from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
+from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._reporting import JobShape, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
@@ -28,7 +27,6 @@ from srtd.services import (
     service_units,
 )
 from srtd.topology import (
-    PORT_LIMIT,
     ROLE_ORDER,
     Cursor,
     NodeMap,
@@ -130,7 +128,6 @@ def build_plan(
     cluster = cluster or Cluster()
     if port_offset < 0:
         raise PlanError(f"the port offset must be 0 or more, got {port_offset}")
-    one_port_space = local or shared_ports or cluster.shared_port_space
     loaded = source if isinstance(source, LoadedRecipe) else None
     recipe = source.recipe if isinstance(source, LoadedRecipe) else source
     if loaded is not None:
@@ -140,21 +137,17 @@ def build_plan(
     frontend = get_frontend(recipe.frontend.type)
     if frontend is None:
         raise PlanError(f"unknown frontend {recipe.frontend.type!r}")
-    rows: dict[str, Engine] = {}
-    for role in recipe.roles:
-        cfg = recipe.engine_for(role)
-        if cfg is not None:
-            rows[role] = engine_row(cfg)
+    rows = _engine_rows(recipe)
     services = effective_services(recipe, [frontend, *dict.fromkeys(rows.values())], local=local)
     gpn = gpus_per_node(recipe, cluster)
-    nodemap = carve(_needs(recipe, services, frontend, gpn), nodes)
+    one_port_space = local or shared_ports or cluster.shared_port_space
     ctx = PlanContext(
         recipe=recipe,
         cluster=cluster,
         job_id=job_id,
         local=local,
         log_dir=_log_dir(recipe, cluster, job_id, log_dir),
-        nodes=nodemap,
+        nodes=carve(_needs(recipe, services, frontend, gpn), nodes),
         gpus_per_node=gpn,
         addresses=dict(addresses or {}),
         shared_ports=one_port_space,
@@ -163,28 +156,57 @@ def build_plan(
         ),
         port_offset=port_offset,
     )
+    units, bench = _checked_units(ctx, frontend, rows, services)
+    return _assemble(ctx, loaded, units, bench)
+
+
+def _engine_rows(recipe: Recipe) -> dict[str, Engine]:
+    """The engine row of each role that runs an engine."""
+    rows: dict[str, Engine] = {}
+    for role in recipe.roles:
+        cfg = recipe.engine_for(role)
+        if cfg is not None:
+            rows[role] = engine_row(cfg)
+    return rows
+
+
+def _worker_mode(ctx: PlanContext, frontend: Frontend) -> WorkerMode:
+    """How the frontend wants its workers launched, its public port moved by the port offset."""
+    recipe = ctx.recipe
     mode = frontend.mode(recipe) if frontend.worker_launch is not None or frontend.direct else None
     mode = mode or WorkerMode(DIRECT_LAUNCH, recipe.disaggregated)
     if mode.public_port is not None:
         mode = replace(mode, public_port=ctx.port(mode.public_port))
+    return mode
+
+
+def _checked_units(
+    ctx: PlanContext, frontend: Frontend, rows: dict[str, Engine], services: list[EffectiveService]
+) -> tuple[list[Unit], _Ends]:
+    """Every unit with its edges, in start order, once the graph and the ports are checked."""
+    mode = _worker_mode(ctx, frontend)
     _place_workers(ctx, rows, mode)
     kept = _skip_unrunnable(ctx, services)
-    _check_after(recipe, kept, services)
+    check_after(ctx.recipe, kept, services)
     warn_unlaunched_profiling(ctx)
-    services = kept
-    _discovery(ctx, services)
-    units, bench = _units(ctx, frontend, rows, services, mode)
-    units = _with_cluster_mpi(cluster, units)
-    _check_unique_names(units, services)
+    _discovery(ctx, kept)
+    units, bench = _units(ctx, frontend, rows, kept, mode)
+    units = _with_cluster_mpi(ctx.cluster, units)
+    check_unique_names(units, kept)
     units = with_phase_edges(units)
-    units = with_explicit_edges(units, _service_edges(services), {s.name for s in services})
+    units = with_explicit_edges(units, _service_edges(kept), {s.name for s in kept})
     # A cycle and a port clash are independent mistakes: report both at once.
-    problems = [*_cycle_problem(units, services), *_port_problems(ctx, units, services)]
+    problems = [*cycle_problem(units, kept), *port_problems(ctx, units, kept)]
     if problems:
         raise PlanError(problems)
-    units = start_order(units)
-    teardown = _teardown(cluster, units, local)
-    if not teardown.fits and not local:
+    return start_order(units), bench
+
+
+def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], bench: _Ends) -> Plan:
+    """The plan: the units, the teardown budget, the sbatch header, the reporting settings."""
+    recipe, cluster, nodemap, gpn = ctx.recipe, ctx.cluster, ctx.nodes, ctx.gpus_per_node
+    teardown = _teardown(cluster, units, ctx.local)
+    if not teardown.fits and not ctx.local:
         ctx.warn(
             f"teardown needs up to {teardown.total_seconds:g} s but the early warning gives "
             f"{teardown.early_warning_seconds} s; raise early_warning_seconds in the cluster settings"
@@ -196,8 +218,8 @@ def build_plan(
         name=recipe.name,
         recipe=loaded.file if loaded else None,
         variant=loaded.variant if loaded else None,
-        job_id=job_id,
-        local=local,
+        job_id=ctx.job_id,
+        local=ctx.local,
         log_dir=ctx.log_dir,
         nodes=nodemap.as_dict(),
         allocation=nodemap.allocation,
@@ -207,11 +229,11 @@ def build_plan(
         gate=bench.gate,
         hold=hold,
         teardown=teardown,
-        sbatch=None if local else _sbatch(recipe, cluster, nodemap, gpn, teardown),
+        sbatch=None if ctx.local else _sbatch(recipe, cluster, nodemap, gpn, teardown),
         files=dict(sorted(ctx.files.items())),
         warnings=tuple(ctx.warnings),
         reporting=reporting,
-        port_offset=port_offset,
+        port_offset=ctx.port_offset,
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)
@@ -349,9 +371,9 @@ def _discovery(ctx: PlanContext, services: list[EffectiveService]) -> None:
         value = eff.kind.discovery_value(address, eff.config, ctx.port_offset)
         if value is not None:
             ctx.discovery[var] = value
-        if var == "MOONCAKE_MASTER" and value is None:  # TRT-LLM's pool master: members read its address file
+        if eff.kind.kv_master and value is None:  # TRT-LLM's pool master: members read its address file
             ctx.mooncake_pool = dict(eff.config.options)
-        elif var == "MOONCAKE_MASTER":
+        elif eff.kind.kv_master:
             port = eff.kind.ports(eff.config, ctx.port_offset).get("metadata", ctx.port(8701))
             ctx.discovery["MOONCAKE_METADATA"] = f"http://{address}:{port}/metadata"
             store = eff.config.options.get("store_config")
@@ -395,99 +417,6 @@ def _bench_node(ctx: PlanContext) -> str:
         if decode:
             return decode[-1].node
     return ctx.nodes.benchmark
-
-
-def _owner(unit: Unit, services: Sequence[EffectiveService]) -> EffectiveService | None:
-    name = service_of(unit, [s.name for s in services])
-    return next((s for s in services if s.name == name), None)
-
-
-def _check_unique_names(units: Sequence[Unit], services: Sequence[EffectiveService]) -> None:
-    seen: set[str] = set()
-    for unit in units:
-        if unit.name in seen:
-            owner = _owner(unit, services)
-            path = f"{owner.path}.name" if owner is not None and owner.position is not None else ""
-            raise PlanError(Problem(f"two units are named {unit.name!r}; rename one of the services", path=path))
-        seen.add(unit.name)
-
-
-def _check_after(recipe: Recipe, kept: Sequence[EffectiveService], every: Sequence[EffectiveService]) -> None:
-    """Every `after:` entry names a service this plan runs; each one that does not is a mistake."""
-    names = {s.name for s in kept}
-    left_out = {s.name for s in every} - names
-    disabled = {s.name: i for i, s in enumerate(recipe.services) if not s.enabled}
-    problems = []
-    for eff in kept:
-        if eff.position is None:
-            continue
-        for j, target in enumerate(eff.config.after):
-            if target in names:
-                continue
-            if target in disabled:
-                why = f"which is disabled (services.{disabled[target]} has enabled: false)"
-            elif target in left_out:
-                why = "which is left out of this plan (see the warnings)"
-            else:
-                why = f"which is not a service of this job ({', '.join(sorted(names)) or 'none'})"
-            problems.append(Problem(f"service {eff.name!r} waits for {target!r}, {why}", path=f"{eff.path}.after.{j}"))
-    if problems:
-        raise PlanError(problems)
-
-
-def _cycle_problem(units: Sequence[Unit], services: Sequence[EffectiveService]) -> list[Problem]:
-    """The first dependency cycle, pinned to the first `after:` entry on it."""
-    cycle = find_cycle(units)
-    if not cycle:
-        return []
-    by_name = {u.name: u for u in units}
-    path = ""
-    for waiter, waited in itertools.pairwise(cycle):
-        owner = _owner(by_name[waiter], services)
-        target = _owner(by_name[waited], services)
-        if owner is None or owner.position is None or target is None or target.name not in owner.config.after:
-            continue
-        path = f"{owner.path}.after.{owner.config.after.index(target.name)}"
-        break
-    return [Problem(f"dependency cycle: {' -> '.join(cycle)}", path=path)]
-
-
-def _port_path(eff: EffectiveService, port: int) -> str:
-    """Where a service's port is written: `options.port`, a `port` under `readiness`, or the entry."""
-    if eff.position is None:
-        return ""
-    if eff.config.options.get("port") == port:
-        return f"{eff.path}.options.port"
-    if eff.config.readiness is not None:
-        for rel, value in walk(eff.config.readiness.model_dump(by_alias=True, exclude_defaults=True)):
-            if rel and rel[-1] == "port" and value == port:
-                return f"{eff.path}.readiness.{dotted(rel)}"
-    return eff.path
-
-
-def _port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[EffectiveService]) -> list[Problem]:
-    owners: dict[tuple[str, int], Unit] = {}
-    problems = []
-    for unit in units:
-        for port in dict.fromkeys(unit.ports.values()):
-            if port >= PORT_LIMIT:
-                problems.append(Problem(f"{unit.name}: port {port} is past 65535 (port offset {ctx.port_offset})"))
-            key = ("" if ctx.shared_ports else unit.node, port)
-            other = owners.get(key)
-            if other is not None and other.name != unit.name:
-                where = unit.node
-                if ctx.local:
-                    where = "this machine (local mode: every node is this one)"
-                elif ctx.shared_ports:
-                    where = "the shared port space (the nodes share one host)"
-                # blame the service that was written later (or the only service of the two)
-                service = _owner(unit, services) or _owner(other, services)
-                path = _port_path(service, port) if service is not None else ""
-                problems.append(
-                    Problem(f"port {port} on {where}: both {other.name} and {unit.name} listen on it", path=path)
-                )
-            owners.setdefault(key, unit)
-    return problems
 
 
 def _teardown(cluster: Cluster, units: Sequence[Unit], local: bool) -> TeardownBudget:
