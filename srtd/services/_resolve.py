@@ -147,41 +147,11 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
                 known = ", ".join(kind_names())
                 problems.append((f"{path}.type", f"unknown service type {svc.type!r}; known: {known}"))
             continue
-        if kind.needs_command and svc.command is None and svc.external is None:
-            problems.append((f"{path}.command", f"a {kind.name} service needs a `command`"))
-        node = svc.placement_node
-        if node == "dedicated" and not kind.supports_dedicated:
-            problems.append((f"{path}.placement.node", f"{kind.name} cannot take a dedicated node"))
-        elif node is not None and kind.placements is not None and node not in kind.placements:
-            allowed = ", ".join(sorted(kind.placements))
-            problems.append((f"{path}.placement.node", f"{kind.name} runs on {allowed}, not {node!r}"))
-        if svc.external is not None and not kind.supports_external:
-            problems.append((f"{path}.external", f"{kind.name} cannot be external; only etcd, nats, mooncake-master"))
-        for key in svc.options:
-            if key not in kind.option_keys:
-                known = ", ".join(sorted(kind.option_keys)) or "none"
-                newer = NEWER_OPTIONS.get((kind.name, key))
-                message = (
-                    f"a newer srt-slurm option of {kind.name} ({newer}) {_NOT_YET}"
-                    if newer
-                    else f"unknown option for {kind.name} (known: {known})"
-                )
-                problems.append((f"{path}.options.{key}", message))
-        problems.extend((f"{path}.{rel}", msg) for rel, msg in kind.validate(svc))
-        per = svc.placement.per if svc.placement is not None else kind.default_per
-        placed = node or kind.default_placement
-        if per == "worker" and node is None and placed not in ("prefill", "decode", "agg", "workers"):
-            problems.append(
-                (
-                    f"{path}.placement.per",
-                    f"`per: worker` needs placement.node prefill, decode, agg or workers; "
-                    f"{kind.name} runs on {placed!r} unless told otherwise",
-                )
-            )
+        problems.extend(_entry_problems(path, svc, kind))
         if svc.enabled and kind.kv_master:
             masters.append(i)
         if svc.enabled and kind.supports_dedicated and not kind.kv_master:
-            dedicated[svc.name] = node == "dedicated"
+            dedicated[svc.name] = svc.placement_node == "dedicated"
     if len(masters) > 1:
         problems.append((f"services.{masters[1]}", "only one mooncake-master per job"))
     stores = _enabled(recipe, lambda kind: kind.needs_kv_master)
@@ -191,6 +161,43 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
     if len(set(dedicated.values())) > 1:
         names = ", ".join(f"{n}={'dedicated' if d else 'not dedicated'}" for n, d in dedicated.items())
         problems.append(("services", f"etcd and nats share the infra node: both dedicated or neither ({names})"))
+    return problems
+
+
+def _entry_problems(path: str, svc: ServiceConfig, kind: ServiceKind) -> list[tuple[str, str]]:
+    """One entry's rules against its kind: command, placement, external, options, per-worker."""
+    problems: list[tuple[str, str]] = []
+    if kind.needs_command and svc.command is None and svc.external is None:
+        problems.append((f"{path}.command", f"a {kind.name} service needs a `command`"))
+    node = svc.placement_node
+    if node == "dedicated" and not kind.supports_dedicated:
+        problems.append((f"{path}.placement.node", f"{kind.name} cannot take a dedicated node"))
+    elif node is not None and kind.placements is not None and node not in kind.placements:
+        allowed = ", ".join(sorted(kind.placements))
+        problems.append((f"{path}.placement.node", f"{kind.name} runs on {allowed}, not {node!r}"))
+    if svc.external is not None and not kind.supports_external:
+        problems.append((f"{path}.external", f"{kind.name} cannot be external; only etcd, nats, mooncake-master"))
+    for key in svc.options:
+        if key not in kind.option_keys:
+            known = ", ".join(sorted(kind.option_keys)) or "none"
+            newer = NEWER_OPTIONS.get((kind.name, key))
+            message = (
+                f"a newer srt-slurm option of {kind.name} ({newer}) {_NOT_YET}"
+                if newer
+                else f"unknown option for {kind.name} (known: {known})"
+            )
+            problems.append((f"{path}.options.{key}", message))
+    problems.extend((f"{path}.{rel}", msg) for rel, msg in kind.validate(svc))
+    per = svc.placement.per if svc.placement is not None else kind.default_per
+    placed = node or kind.default_placement
+    if per == "worker" and node is None and placed not in ("prefill", "decode", "agg", "workers"):
+        problems.append(
+            (
+                f"{path}.placement.per",
+                f"`per: worker` needs placement.node prefill, decode, agg or workers; "
+                f"{kind.name} runs on {placed!r} unless told otherwise",
+            )
+        )
     return problems
 
 

@@ -152,7 +152,7 @@ def _source_dir(ctx: PlanContext, eff: EffectiveService, *, in_step: bool) -> st
 
 def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[str, str | None]) -> list[Unit]:
     """Every unit of one service: clone and build first when it has a source, then its instances."""
-    svc, kind = eff.config, eff.kind
+    svc = eff.config
     insts = instances(ctx, eff)
     if not insts:
         ctx.warn(f"service {eff.name!r}: placement {eff.placement!r} matches no node; left out")
@@ -164,76 +164,96 @@ def service_units(ctx: PlanContext, eff: EffectiveService, container_of: dict[st
         units.extend(_source_units(ctx, eff, insts[0].node, image))
         source_edge = (Edge(unit=units[-1].name, condition=Condition.SUCCEEDED),)
     pool = ctx.nodes.pools.get(eff.pool, ()) if eff.pool else tuple(i.node for i in insts)
-    for inst in insts:
-        values = placeholder_values(ctx, inst, pool, eff.placement)
-        argv = [render(a, values) for a in (*kind.command(ctx, svc, inst), *svc.args)]
-        env: dict[str, str] = {}
-        if svc.inherit_discovery_env and kind.inherits_discovery:
-            env.update({k: v for k, v in ctx.discovery.items() if k in ("ETCD_ENDPOINTS", "NATS_SERVER")})
-        env.update(kind.default_env(ctx, svc, inst))
-        env.update({k: render(v, values) for k, v in svc.env.items()})
-        env.update(kind.forced_env(ctx, svc, inst))
-        if inst.worker is not None and inst.worker.endpoint.partial:
-            env[ctx.cluster.visible_devices_env] = inst.worker.visible_devices
-        preamble_parts = [ctx.cluster.default_bash_preamble if kind.shell else None]
-        if svc.source is not None:
-            preamble_parts.append(f"cd {_quote(_source_dir(ctx, eff, in_step=True))}")
-        kind_preamble = kind.preamble(ctx, svc, inst)
-        preamble_parts.append(render(kind_preamble, values) if kind_preamble else None)
-        preamble_parts.append(render(svc.preamble, values) if svc.preamble else None)
-        preamble = "\n".join(p for p in preamble_parts if p) or None
-        readiness = (
-            readiness_of(svc.readiness, inst.node, ctx.log_dir) if svc.readiness else kind.readiness(ctx, svc, inst)
-        )
-        if not argv:
-            path = f"{eff.path}.command" if eff.position is not None else ""
-            raise PlanError(Problem(f"service {eff.name!r} has no command", path=path))
-        units.append(
-            Unit(
-                name=inst.unit_name,
-                kind=UnitKind.SERVICE,
-                phase="workers" if eff.start == "with_workers" else eff.start,
-                nodes=(inst.node,),
-                gpus=inst.worker.gpus if inst.worker is not None and inst.worker.endpoint.partial else (),
-                argv=tuple(argv),
-                preamble=preamble,
-                env={**ctx.job_env(), **env},
-                container=None if kind.host_native and not svc.container else ctx.container(image),
-                srun=Srun(
-                    cpus_per_task=svc.cpus_per_task,
-                    cpu_bind=svc.cpu_bind,
-                    options={
-                        **ctx.cluster.default_srun_options,
-                        **kind.srun_options(ctx, svc),
-                        **ctx.recipe.srun_options,
-                        **svc.srun_options,
-                    },
-                    shell=kind.shell,
-                    export_env=env if not kind.shell else {},
-                ),
-                log=ctx.log(inst.unit_name),
-                ports=service_ports(eff, ctx.port_offset),
-                after=source_edge,
-                readiness=readiness,
-                liveness=liveness_of(
-                    svc.liveness,
-                    readiness,
-                    inst.node,
-                    eff.name,
-                    f"{eff.path}.liveness" if eff.position is not None else "",
-                ),
-                critical=eff.critical,
-                terminal=svc.terminal,
-                tier=eff.tier,
-                terminate_timeout=kind.stop_timeout(ctx, svc),
-                group=None,
-                role=eff.placement,
-                index=inst.index,
-                implied_by=eff.implied_by,
-                cwd=None,
-            )
-        )
+    units.extend(_instance_unit(ctx, eff, inst, pool, image, source_edge) for inst in insts)
     return units
+
+
+def _instance_env(ctx: PlanContext, eff: EffectiveService, inst: Instance, values: dict[str, object]) -> dict[str, str]:
+    """One instance's own variables: discovery, the kind's defaults, the recipe's, the kind's forced ones."""
+    svc, kind = eff.config, eff.kind
+    env: dict[str, str] = {}
+    if svc.inherit_discovery_env and kind.inherits_discovery:
+        env.update({k: v for k, v in ctx.discovery.items() if k in ("ETCD_ENDPOINTS", "NATS_SERVER")})
+    env.update(kind.default_env(ctx, svc, inst))
+    env.update({k: render(v, values) for k, v in svc.env.items()})
+    env.update(kind.forced_env(ctx, svc, inst))
+    if inst.worker is not None and inst.worker.endpoint.partial:
+        env[ctx.cluster.visible_devices_env] = inst.worker.visible_devices
+    return env
+
+
+def _instance_preamble(
+    ctx: PlanContext, eff: EffectiveService, inst: Instance, values: dict[str, object]
+) -> str | None:
+    """The cluster's bash preamble, the source checkout, the kind's preamble, the recipe's."""
+    svc, kind = eff.config, eff.kind
+    parts = [ctx.cluster.default_bash_preamble if kind.shell else None]
+    if svc.source is not None:
+        parts.append(f"cd {_quote(_source_dir(ctx, eff, in_step=True))}")
+    kind_preamble = kind.preamble(ctx, svc, inst)
+    parts.append(render(kind_preamble, values) if kind_preamble else None)
+    parts.append(render(svc.preamble, values) if svc.preamble else None)
+    return "\n".join(p for p in parts if p) or None
+
+
+def _instance_unit(
+    ctx: PlanContext,
+    eff: EffectiveService,
+    inst: Instance,
+    pool: tuple[str, ...],
+    image: str | None,
+    source_edge: tuple[Edge, ...],
+) -> Unit:
+    """The unit of one instance of a service."""
+    svc, kind = eff.config, eff.kind
+    values = placeholder_values(ctx, inst, pool, eff.placement)
+    argv = [render(a, values) for a in (*kind.command(ctx, svc, inst), *svc.args)]
+    env = _instance_env(ctx, eff, inst, values)
+    preamble = _instance_preamble(ctx, eff, inst, values)
+    readiness = readiness_of(svc.readiness, inst.node, ctx.log_dir) if svc.readiness else kind.readiness(ctx, svc, inst)
+    if not argv:
+        path = f"{eff.path}.command" if eff.position is not None else ""
+        raise PlanError(Problem(f"service {eff.name!r} has no command", path=path))
+    partial = inst.worker is not None and inst.worker.endpoint.partial
+    return Unit(
+        name=inst.unit_name,
+        kind=UnitKind.SERVICE,
+        phase="workers" if eff.start == "with_workers" else eff.start,
+        nodes=(inst.node,),
+        gpus=inst.worker.gpus if inst.worker is not None and partial else (),
+        argv=tuple(argv),
+        preamble=preamble,
+        env={**ctx.job_env(), **env},
+        container=None if kind.host_native and not svc.container else ctx.container(image),
+        srun=Srun(
+            cpus_per_task=svc.cpus_per_task,
+            cpu_bind=svc.cpu_bind,
+            options={
+                **ctx.cluster.default_srun_options,
+                **kind.srun_options(ctx, svc),
+                **ctx.recipe.srun_options,
+                **svc.srun_options,
+            },
+            shell=kind.shell,
+            export_env=env if not kind.shell else {},
+        ),
+        log=ctx.log(inst.unit_name),
+        ports=service_ports(eff, ctx.port_offset),
+        after=source_edge,
+        readiness=readiness,
+        liveness=liveness_of(
+            svc.liveness, readiness, inst.node, eff.name, f"{eff.path}.liveness" if eff.position is not None else ""
+        ),
+        critical=eff.critical,
+        terminal=svc.terminal,
+        tier=eff.tier,
+        terminate_timeout=kind.stop_timeout(ctx, svc),
+        group=None,
+        role=eff.placement,
+        index=inst.index,
+        implied_by=eff.implied_by,
+        cwd=None,
+    )
 
 
 def _quote(path: str) -> str:
