@@ -7,8 +7,8 @@ removes both when the job has ended and its clients have had their last events.
 
 Every client is one task; nothing a client does (not reading, sending garbage, sending
 a line of a gigabyte) reaches the job.  A client's replies wait in its own bounded
-queue, filled without waiting (`offer`); its subscription is a place in the journal's
-event list that its writer walks.  The job's only cost per event is one wake-up of
+queue (`_connection.ClientConnection`), filled without waiting (`offer`); its
+subscription is a place in the journal's event list that its writer walks.  The job's only cost per event is one wake-up of
 `_notify`, which then nudges every subscriber's writer (each event is serialised
 once, for all of them) and drops a subscriber that is more than `limit` events
 behind, or whose queue is full, with a final `overflow` message.
@@ -19,19 +19,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import struct
 import sys
-from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from anyio.abc import SocketAttribute
 
 from srtd import __version__
+from srtd.attach._connection import ClientConnection, peer_credentials, request_lines
 from srtd.attach._paths import is_live, private_dir, socket_path, write_pointer
 from srtd.attach._protocol import (
     MAX_REQUEST,
@@ -54,168 +51,6 @@ if TYPE_CHECKING:
 
 QUEUE_SIZE = 1000  # messages a client may fall behind before it is dropped
 DRAIN_SECONDS = 2.0  # after the job ended: how long clients get to read their last events
-OVERFLOW_GRACE = 10.0  # a dropped client gets this long to take its `overflow` message
-READ_CHUNK = 64 * 1024
-WRITE_BATCH = 256  # messages joined into one write at most
-
-
-def peer_credentials(stream: anyio.abc.SocketStream) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
-    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
-    data = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", data)
-    return pid, uid, gid
-
-
-class _Client:
-    """One connection: its replies, its place in the journal, and its writer.
-
-    What a client is sent is bounded two ways: at most `limit` replies (and followed
-    log lines) may wait, and its place in the journal (`cursor`) may fall at most
-    `limit` events behind the journal's end.  A client past either bound is dropped.
-    Nothing here ever waits but the writer, which is the client's own task.
-    """
-
-    def __init__(self, server: AttachServer, stream: anyio.abc.SocketStream, limit: int, pid: int) -> None:
-        self.server = server
-        self.stream = stream
-        self.limit = limit
-        self.pid = pid
-        self.direct: deque[bytes] = deque()  # replies and log lines, in order
-        self.journal: Journal | None = None
-        self.cursor: int | None = None  # index in journal.events of the next event to send
-        self.floor = 0
-        self.scope = anyio.CancelScope()
-        self.done = anyio.Event()
-        self.streams = 0  # subscriptions and follows still running
-        self.reading = True  # the client may still send requests
-        self.closing = False  # nothing more will be queued
-        self.end_reason: str | None = None  # sent as `end` once everything else is out
-        self.dropped = False
-        self.delivered_seq: int | None = None  # the client has every event up to this seq
-        self._nudge = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
-
-    def offer(self, message: bytes) -> bool:
-        """Queue a message without waiting.  False (and the client is dropped) if it is full."""
-        if self.dropped or self.closing:
-            return False
-        if len(self.direct) >= self.limit:
-            self.drop()
-            return False
-        self.direct.append(message)
-        self.nudge()
-        return True
-
-    def reply(self, message: dict[str, Any]) -> None:
-        self.offer(encode(message))
-
-    def nudge(self) -> None:
-        self._nudge.set()
-
-    def follow_journal(self, journal: Journal, start: int) -> None:
-        """From now on, send every event after `start` (a seq: the index of the next one)."""
-        self.journal = journal
-        self.cursor = start
-        self.floor = len(journal.events)  # a replay of what was missed does not count as lag
-        self.delivered_seq = start
-        self.nudge()
-
-    def lag(self, head: int) -> int:
-        return head - max(self.cursor, self.floor) if self.cursor is not None else 0
-
-    def drop(self) -> None:
-        if self.dropped:
-            return
-        self.dropped = True
-        self.nudge()
-        if self._tg is not None:
-            self._tg.start_soon(self._cut_after_grace)
-
-    async def _cut_after_grace(self) -> None:
-        await anyio.sleep(OVERFLOW_GRACE)
-        self.scope.cancel()
-
-    def stream_ended(self) -> None:
-        self.streams -= 1
-        self.maybe_finish()
-
-    def maybe_finish(self) -> None:
-        """Nothing more will be queued: the writer ends once everything is written."""
-        if not self.reading and self.streams <= 0:
-            self.finish()
-
-    def finish(self, end_reason: str | None = None) -> None:
-        self.reading = False
-        self.streams = 0
-        self.closing = True
-        self.end_reason = self.end_reason or end_reason
-        self.nudge()
-
-    def _next_batch(self) -> tuple[list[bytes], int | None]:
-        """Replies first, then journal events; at most `WRITE_BATCH` messages."""
-        if self.direct:
-            count = min(len(self.direct), WRITE_BATCH)
-            return [self.direct.popleft() for _ in range(count)], None
-        if self.journal is not None and self.cursor is not None:
-            head = len(self.journal.events)
-            if self.cursor < head:
-                stop = min(head, self.cursor + WRITE_BATCH)
-                batch = self.server.event_lines(self.cursor, stop)
-                self.cursor = stop
-                return batch, stop  # events[i] has seq i + 1
-        return [], None
-
-    async def write(self) -> None:
-        try:
-            while not self.dropped:
-                batch, seq = self._next_batch()
-                if batch:
-                    # One system call per wake-up, whatever piled up meanwhile.
-                    await self.stream.send(b"".join(batch))
-                    if seq is not None:
-                        self.delivered_seq = seq
-                    continue
-                if self.closing:
-                    if self.end_reason is not None:
-                        await self.stream.send(encode({"type": "end", "reason": self.end_reason}))
-                    return
-                await self._nudge.wait()
-                self._nudge = anyio.Event()
-            note = "client too slow: dropped"
-            if self.delivered_seq is not None:
-                note += f"; resume with subscribe from_seq {self.delivered_seq}"
-            await self.stream.send(encode({"type": "overflow", "last_seq": self.delivered_seq, "message": note}))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        finally:
-            self.scope.cancel()
-
-
-async def _request_lines(stream: anyio.abc.SocketStream) -> AsyncIterator[bytes | None]:
-    """Request lines as they arrive; None for a line longer than `MAX_REQUEST` (dropped)."""
-    buffer = b""
-    skipping = False  # inside an overlong line: discard up to its newline
-    while True:
-        try:
-            chunk = await stream.receive(READ_CHUNK)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            return
-        buffer += chunk
-        while (newline := buffer.find(b"\n")) >= 0:
-            line, buffer = buffer[:newline], buffer[newline + 1 :]
-            if skipping:
-                skipping = False
-                continue
-            if len(line) > MAX_REQUEST:
-                yield None
-            elif line.strip():
-                yield line.strip()
-        if len(buffer) > MAX_REQUEST:
-            if not skipping:
-                skipping = True
-                yield None
-            buffer = b""
 
 
 class AttachServer:
@@ -223,8 +58,8 @@ class AttachServer:
         self.job = job
         self.path = path
         self.queue_size = queue_size
-        self.clients: set[_Client] = set()
-        self.subscribers: set[_Client] = set()
+        self.clients: set[ClientConnection] = set()
+        self.subscribers: set[ClientConnection] = set()
         self._journal: Journal | None = None
         self._new_events = anyio.Event()
         self._lines: list[bytes] = []  # event_message of journal.events[i]
@@ -314,15 +149,15 @@ class AttachServer:
                 with anyio.move_on_after(1), contextlib.suppress(Exception):
                     await stream.send(encode(error("refused", message)))
                 return
-            client = _Client(self, stream, self.queue_size, pid)
+            client = ClientConnection(self, stream, self.queue_size, pid)
             self.clients.add(client)
             try:
                 with client.scope:
                     async with anyio.create_task_group() as tg:
-                        client._tg = tg
+                        client.tasks = tg
                         tg.start_soon(client.write)
                         client.reply(self.hello())
-                        async for line in _request_lines(stream):
+                        async for line in request_lines(stream):
                             self._request(client, line, tg)
                         client.reading = False
                         client.maybe_finish()
@@ -333,7 +168,7 @@ class AttachServer:
                 self.subscribers.discard(client)
                 client.done.set()
 
-    def _request(self, client: _Client, line: bytes | None, tg: anyio.abc.TaskGroup) -> None:
+    def _request(self, client: ClientConnection, line: bytes | None, tg: anyio.abc.TaskGroup) -> None:
         if line is None:
             client.reply(error("too-long", f"request longer than {MAX_REQUEST} bytes"))
             return
@@ -347,7 +182,7 @@ class AttachServer:
         except ControlError as e:
             client.reply(error("refused", str(e), request.id))
 
-    def _dispatch(self, client: _Client, request: Request, tg: anyio.abc.TaskGroup) -> None:
+    def _dispatch(self, client: ClientConnection, request: Request, tg: anyio.abc.TaskGroup) -> None:
         job = self.job
         reply = _with_id({"type": "ok", "cmd": request.cmd}, request.id)
         if request.cmd == "snapshot":
@@ -369,7 +204,7 @@ class AttachServer:
             signum = _signal_number(request.signal)
             tg.start_soon(self._signal, client, request, signum, reply)
 
-    async def _signal(self, client: _Client, request: Request, signum: int, reply: dict[str, Any]) -> None:
+    async def _signal(self, client: ClientConnection, request: Request, signum: int, reply: dict[str, Any]) -> None:
         assert request.unit is not None
         try:
             await self.job.signal_unit(request.unit, signum)
@@ -380,7 +215,7 @@ class AttachServer:
         else:
             client.reply({**reply, "unit": request.unit, "signal": signal.Signals(signum).name})
 
-    def _subscribe(self, client: _Client, request: Request) -> None:
+    def _subscribe(self, client: ClientConnection, request: Request) -> None:
         journal = self.journal()
         view = journal.view
         start = view.seq if request.from_seq is None else request.from_seq
@@ -401,7 +236,7 @@ class AttachServer:
         else:
             self.subscribers.add(client)
 
-    def _tail(self, client: _Client, request: Request, tg: anyio.abc.TaskGroup) -> None:
+    def _tail(self, client: ClientConnection, request: Request, tg: anyio.abc.TaskGroup) -> None:
         assert request.unit is not None
         log = self.job.log_path(request.unit)  # ControlError for a unit the job does not have
         follow = self.job.follow_log(request.unit, self.queue_size) if request.follow else None
@@ -413,7 +248,7 @@ class AttachServer:
         elif request.follow:
             client.reply({"type": "end", "reason": f"the job is not running, {request.unit}'s log is not followed"})
 
-    async def _follow(self, client: _Client, unit: str, lines: Any) -> None:
+    async def _follow(self, client: ClientConnection, unit: str, lines: Any) -> None:
         try:
             async with lines:
                 async for line in lines:
