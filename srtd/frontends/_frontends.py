@@ -353,22 +353,15 @@ class _Direct(Frontend):
         return FrontendPlan((), leader.name, leader.node, public, gate)
 
 
-@register_frontend("sglang")
-class SGLangDirect(_Direct):
-    description = "one SGLang server is the endpoint"
-    engines = frozenset({"sglang"})
+def _register_direct(engine: str, description: str) -> None:
+    """A direct frontend is named after the one engine it fronts."""
+    row = type(f"{engine.capitalize()}Direct", (_Direct,), {"description": description, "engines": frozenset({engine})})
+    register_frontend(engine)(row)
 
 
-@register_frontend("vllm")
-class VLLMDirect(_Direct):
-    description = "one vLLM server is the endpoint"
-    engines = frozenset({"vllm"})
-
-
-@register_frontend("atom")
-class AtomDirect(_Direct):
-    description = "one ATOM server is the endpoint; command line not verified on hardware"
-    engines = frozenset({"atom"})
+_register_direct("sglang", "one SGLang server is the endpoint")
+_register_direct("vllm", "one vLLM server is the endpoint")
+_register_direct("atom", "one ATOM server is the endpoint; command line not verified on hardware")
 
 
 @register_frontend("trtllm_serve")

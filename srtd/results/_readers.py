@@ -48,6 +48,56 @@ def _load(path: Path) -> Any:
         raise ValueError(f"cannot read {path}: {e}") from None
 
 
+@dataclass(frozen=True)
+class _Fields:
+    """Where one format keeps a point's plain numbers: its own field names."""
+
+    concurrency: str
+    duration_s: str
+    output_tokens: str
+    output_tok_s: str
+    request_throughput: str
+    latencies: tuple[str, str, str, str]  # ttft, tpot, itl, end-to-end: the names its `dist` takes
+
+
+_SRTD_FIELDS = _Fields(
+    "concurrency", "duration_s", "output_tokens", "output_tokens_per_s", "requests_per_s",
+    ("ttft_ms", "tpot_ms", "itl_ms", "latency_ms"),
+)  # fmt: skip
+_SA_BENCH_FIELDS = _Fields(
+    "max_concurrency", "duration", "total_output_tokens", "output_throughput", "request_throughput",
+    ("ttft", "tpot", "itl", "e2el"),
+)  # fmt: skip
+
+
+def _point(
+    doc: Mapping[str, Any],
+    fields: _Fields,
+    counts: tuple[int | None, int | None, int | None],
+    dist: Callable[[str], Stat | None],
+    source: str,
+) -> Point:
+    """A point from a format's document: its counts (sent, succeeded, failed), its numbers by
+    `fields`, its latency distributions through `dist`."""
+    sent, succeeded, failed = counts
+    ttft, tpot, itl, e2e = (dist(name) for name in fields.latencies)
+    return Point(
+        concurrency=_int(doc.get(fields.concurrency)),
+        requests_sent=sent,
+        requests_succeeded=succeeded,
+        requests_failed=failed,
+        duration_s=_num(doc.get(fields.duration_s)),
+        output_tokens=_int(doc.get(fields.output_tokens)),
+        output_tok_s=_num(doc.get(fields.output_tok_s)),
+        request_throughput=_num(doc.get(fields.request_throughput)),
+        ttft_ms=ttft,
+        tpot_ms=tpot,
+        itl_ms=itl,
+        e2e_ms=e2e,
+        source=source,
+    )
+
+
 # --------------------------------------------------------------------------- srtd's benchmark.json
 
 
@@ -65,21 +115,7 @@ def _srtd_point(doc: Mapping[str, Any], source: str) -> Point:
     succeeded = _int(doc.get("succeeded"))
     if succeeded is None and sent is not None and failed is not None:
         succeeded = sent - failed
-    return Point(
-        concurrency=_int(doc.get("concurrency")),
-        requests_sent=sent,
-        requests_succeeded=succeeded,
-        requests_failed=failed,
-        duration_s=_num(doc.get("duration_s")),
-        output_tokens=_int(doc.get("output_tokens")),
-        output_tok_s=_num(doc.get("output_tokens_per_s")),
-        request_throughput=_num(doc.get("requests_per_s")),
-        ttft_ms=dist("ttft_ms"),
-        tpot_ms=dist("tpot_ms"),
-        itl_ms=dist("itl_ms"),
-        e2e_ms=dist("latency_ms"),
-        source=source,
-    )
+    return _point(doc, _SRTD_FIELDS, (sent, succeeded, failed), dist, source)
 
 
 def _aiperf_level(level: Mapping[str, Any], source: str) -> Point:
@@ -129,21 +165,7 @@ def sa_bench_point(doc: Mapping[str, Any], source: str) -> Point:
         failed = sent - succeeded
     if sent is None and succeeded is not None and failed is not None:
         sent = succeeded + failed
-    return Point(
-        concurrency=_int(doc.get("max_concurrency")),
-        requests_sent=sent,
-        requests_succeeded=succeeded,
-        requests_failed=failed,
-        duration_s=_num(doc.get("duration")),
-        output_tokens=_int(doc.get("total_output_tokens")),
-        output_tok_s=_num(doc.get("output_throughput")),
-        request_throughput=_num(doc.get("request_throughput")),
-        ttft_ms=dist("ttft"),
-        tpot_ms=dist("tpot"),
-        itl_ms=dist("itl"),
-        e2e_ms=dist("e2el"),
-        source=source,
-    )
+    return _point(doc, _SA_BENCH_FIELDS, (sent, succeeded, failed), dist, source)
 
 
 def read_sa_bench(path: Path) -> Reading:
