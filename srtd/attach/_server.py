@@ -8,10 +8,10 @@ removes both when the job has ended and its clients have had their last events.
 Every client is one task; nothing a client does (not reading, sending garbage, sending
 a line of a gigabyte) reaches the job.  A client's replies wait in its own bounded
 queue (`_connection.ClientConnection`), filled without waiting (`offer`); its
-subscription is a place in the journal's event list that its writer walks.  The job's only cost per event is one wake-up of
-`_notify`, which then nudges every subscriber's writer (each event is serialised
-once, for all of them) and drops a subscriber that is more than `limit` events
-behind, or whose queue is full, with a final `overflow` message.
+subscription is a place in the journal's event list that its writer walks.  The job's
+only cost per event is one wake-up of `_notify`, which then nudges every subscriber's
+writer (each event is serialised once, for all of them) and drops a subscriber that is
+more than `limit` events behind, or whose queue is full, with a final `overflow` message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Engines: how each engine's workers are launched.  One registry row per recipe engine model."""
 
-# the row modules register their engines on import
-from srtd.engines import _engines, _sglang, _trtllm, _vllm
+from srtd.engines import _engines, _sglang, _trtllm, _vllm  # noqa: F401 - the row modules register on import
 from srtd.engines._base import (
     DIRECT_LAUNCH,
     DYNAMO_LAUNCH,
@@ -28,10 +27,6 @@ __all__ = [
     "Engine",
     "WorkerLaunch",
     "WorkerMode",
-    "_engines",
-    "_sglang",
-    "_trtllm",
-    "_vllm",
     "all_rows",
     "dynamo_env",
     "engine_row",

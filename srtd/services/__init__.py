@@ -1,6 +1,6 @@
 """Services: everything that is not a worker or the frontend.  One registry row per kind."""
 
-from srtd.services import _builtin, _mooncake
+from srtd.services import _builtin, _mooncake  # noqa: F401 - the row modules register on import
 from srtd.services._builtin import LMCACHE_RPC_PORT, LMCACHE_SERVER
 from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
 from srtd.services._mooncake import pool_run_dir, pool_timeout_env
@@ -14,8 +14,6 @@ __all__ = [
     "ImpliesServices",
     "Instance",
     "ServiceKind",
-    "_builtin",
-    "_mooncake",
     "effective_services",
     "get_kind",
     "instances",
