@@ -1,4 +1,10 @@
-"""The house's rules that a grep can check: who may import what (docs/architecture.md)."""
+"""The house's rules that a grep can check: who may import what (docs/architecture.md).
+
+Two rules.  A package imports only another package's public face (its `__init__`), never
+a private `_module` of it.  And imports point down the layers below: a package may import
+only packages of a lower layer, so the pipeline recipe -> plan -> supervisor -> launcher
+never loops back.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,25 @@ from pathlib import Path
 
 import pytest
 
-SRTD = Path(__file__).resolve().parents[2] / "srtd"
+ROOT = Path(__file__).resolve().parents[2]
+SRTD = ROOT / "srtd"
+
+# The layers of srtd/, bottom first: each package (or top-level module) may import the
+# packages of the layers below its own, and none of its own layer or above.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "events", "unit", "_registry", "toy"),  # import nothing of srtd's (toy: a standalone program)
+    ("_yaml", "runtime", "status_api", "topology", "results"),
+    ("recipe", "launch"),
+    ("cluster", "supervisor"),  # the supervisor knows the plan's data types and the launcher, no recipe
+    ("context", "reporting", "attach"),  # reporting and attach are services of a running job
+    ("services", "collector"),
+    ("engines",),  # engine rows may imply services
+    ("frontends", "benchmarks"),
+    ("plan",),  # assembles the rows' units
+    ("cli",),
+    ("__main__",),
+)
+LAYER = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -52,3 +76,42 @@ def test_the_attach_package_loads_its_modules_only_when_asked() -> None:
     assert before.split() == []  # importing the package loads none of its modules
     assert "srtd.attach._client" in loaded.split()
     assert not {"srtd.attach._server", "srtd.attach._view", "srtd.attach._timeline"} & set(loaded.split())
+
+
+def _part_of(path: Path) -> str:
+    """The package (or top-level module) of srtd/ that a file belongs to."""
+    relative = path.relative_to(SRTD)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def test_every_package_has_a_layer() -> None:
+    parts = {_part_of(path) for path in SRTD.rglob("*.py")} - {"__init__"}
+    assert sorted(parts - set(LAYER)) == []
+    assert sorted(set(LAYER) - parts) == []
+
+
+@pytest.mark.parametrize("part", sorted(LAYER))
+def test_imports_point_down_the_layers(part: str) -> None:
+    paths = sorted((SRTD / part).rglob("*.py")) if (SRTD / part).is_dir() else [SRTD / f"{part}.py"]
+    offenders = []
+    for path in paths:
+        for line, module in _imports(path):
+            names = module.split(".")
+            if names[0] != "srtd" or len(names) < 2 or names[1] == part:
+                continue
+            if LAYER[names[1]] >= LAYER[part]:
+                offenders.append(
+                    f"{path.relative_to(ROOT)}:{line}: {module} (layer {LAYER[names[1]]} >= {LAYER[part]})"
+                )
+    assert offenders == []
+
+
+@pytest.mark.parametrize("folder", ["perf", "scripts", "tests/fidelity"])
+def test_the_harness_and_scripts_use_only_public_faces(folder: str) -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, module in _imports(path)
+        if _private_of_another_package(module, "")
+    ]
+    assert offenders == []
