@@ -11,8 +11,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 SRTD = Path(__file__).resolve().parents[2] / "srtd"
 
 MODULE_LINES = 500
@@ -23,19 +21,6 @@ FUNCTION_LINES = 60
 # module (relative to srtd/) -> why it may be longer.  Empty since the engine and recipe
 # modules were split by concern.
 TABLES: dict[str, str] = {}
-
-# TEMPORARY, for the lead to empty on merge: what helper 22a is splitting on its own branch
-# (srtd/supervisor/ and the cli commands).  Each entry is "module" or "module:qualified name".
-BEING_SPLIT_BY_22A = {
-    "supervisor/_job.py",
-    "supervisor/_job.py:Job",
-    "supervisor/_job.py:Job.run",
-    "supervisor/_unit.py",
-    "supervisor/_unit.py:UnitRunner",
-    "cli/_plan.py:plan",
-    "cli/_run.py:run",
-    "cli/_migrate.py:migrate",
-}
 
 
 def _modules() -> list[Path]:
@@ -72,21 +57,9 @@ def oversized(path: Path) -> list[str]:
     return found
 
 
-def _key(line: str) -> str:
-    return line.split(": ", 1)[0]
-
-
 def test_no_module_class_or_function_is_over_its_limit() -> None:
-    offenders = [line for path in _modules() for line in oversized(path) if _key(line) not in BEING_SPLIT_BY_22A]
+    offenders = [line for path in _modules() for line in oversized(path)]
     assert offenders == []
-
-
-@pytest.mark.parametrize("entry", sorted(BEING_SPLIT_BY_22A))
-def test_every_temporary_exception_is_still_needed(entry: str) -> None:
-    module = entry.split(":", 1)[0]
-    path = SRTD / module
-    assert path.exists(), f"{module} is gone: drop {entry!r} from BEING_SPLIT_BY_22A"
-    assert entry in {_key(line) for line in oversized(path)}, f"{entry} fits now: drop it from BEING_SPLIT_BY_22A"
 
 
 def test_every_table_exception_is_a_long_module() -> None:
