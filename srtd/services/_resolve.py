@@ -203,10 +203,12 @@ def _entry_problems(path: str, svc: ServiceConfig, kind: ServiceKind) -> list[tu
 
 def _enabled(recipe: Recipe, which: Callable[[ServiceKind], bool]) -> list[int]:
     """The indices of the enabled services whose kind is `which`."""
-    kinds = [get_kind(s.type) for s in recipe.services]
-    return [
-        i for i, (s, kind) in enumerate(zip(recipe.services, kinds, strict=True)) if s.enabled and kind and which(kind)
-    ]
+    found = []
+    for i, svc in enumerate(recipe.services):
+        kind = get_kind(svc.type)
+        if svc.enabled and kind is not None and which(kind):
+            found.append(i)
+    return found
 
 
 def _donor_problems(recipe: Recipe, masters: list[int]) -> list[tuple[str, str]]:
