@@ -3,6 +3,7 @@ the replay of a finished job, and its startup timeline.  See docs/attach.md.
 
 - `serve(job)`: the server, a supervisor `Service` (`srtd run` starts it)
 - `Connection`, `connect`, `running_jobs`: the client side
+- `journal_end`, `journal_events`, `journal_view`: a job's journal read from its log directory
 - `render_view`, `render_timeline`, `Timeline`, `build_timeline`, `write_svg`: the views
   (rich renderables, also used headless, and the timeline's SVG)
 - `snapshot_message`, `view_of`, `event_of`: the protocol's messages (docs/attach.md)
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
+    from srtd.attach._jobs import journal_end, journal_events, journal_view
     from srtd.attach._protocol import event_of, snapshot_message, view_of
     from srtd.attach._server import serve
     from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, svg_text, write_svg
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # public name -> (module, its name there)
 _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
+    **{n: ("_jobs", n) for n in ("journal_end", "journal_events", "journal_view")},
     **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
     "serve": ("_server", "serve"),
     **{
@@ -56,6 +59,9 @@ __all__ = [
     "connect",
     "event_of",
     "gantt_width",
+    "journal_end",
+    "journal_events",
+    "journal_view",
     "render_timeline",
     "render_view",
     "running_jobs",

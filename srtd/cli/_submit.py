@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,11 +33,7 @@ FROZEN_RECIPE = "recipe.yaml"
 FROZEN_CLUSTER = "srtslurm.yaml"
 SCRIPT_NAME = "sbatch.sh"
 BATCH_OUTPUT = "srtd.out"
-_ENDED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
-)
 _POLL = 1.0
-_TOOL_TIMEOUT = 60
 
 
 def srtd_command() -> list[str]:
@@ -94,41 +87,14 @@ def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) 
     return Submission(loaded, plan, log_dir, script)
 
 
-def _tool(argv: list[str], what: str) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_TOOL_TIMEOUT, check=False)
-    except FileNotFoundError:
-        raise LaunchError(f"{argv[0]} not found: srtd submit needs Slurm's client tools") from None
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"{what} failed: {e}") from e
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise LaunchError(f"{what} failed: {said[-1] if said else f'exit status {done.returncode}'}")
-    return done.stdout
-
-
 def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> None:
+    from srtd.launch import cancel_job, release_job, submit_held
+
     output = sub.log_dir.replace(JOB_SLOT, "%j") + "/" + BATCH_OUTPUT
     if JOB_SLOT in sub.log_dir:
         # sbatch opens --output before the script runs; the directory must exist then.
         Path(sub.log_dir.split(JOB_SLOT)[0]).mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            ["sbatch", "--parsable", "--hold", f"--output={output}", f"--chdir={Path.cwd()}"],
-            input=sub.script,
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise LaunchError("sbatch not found: srtd submit needs Slurm's client tools") from None
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"sbatch failed: {e}") from e
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()
-        raise LaunchError(f"sbatch refused {sub.plan.name}: {said[-1] if said else done.returncode}")
-    sub.job_id = done.stdout.strip().split(";")[0]
+    sub.job_id = submit_held(sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name)
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -137,9 +103,9 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
             shutil.copyfile(cluster_file, log_dir / FROZEN_CLUSTER)
         (log_dir / SCRIPT_NAME).write_text(sub.script, encoding="utf-8")
     except OSError as e:
-        _tool(["scancel", sub.job_id], "scancel")
+        cancel_job(sub.job_id)
         raise LaunchError(f"cannot freeze the recipe into {log_dir}: {e.strerror}; job {sub.job_id} cancelled") from e
-    _tool(["scontrol", "release", sub.job_id], f"scontrol release {sub.job_id}")
+    release_job(sub.job_id)
 
 
 def _report(sub: Submission) -> None:
@@ -155,62 +121,23 @@ def _report(sub: Submission) -> None:
     report_submitted(sub.plan.reporting, sub.job_id, job_name=sub.plan.name, recipe=sub.plan.recipe, metadata=metadata)
 
 
-def _job_fields(job_id: str) -> dict[str, str] | None:
-    try:
-        done = subprocess.run(
-            ["scontrol", "--oneliner", "show", "job", job_id],
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return {m.group(1): m.group(2) for m in re.finditer(r"(\w+)=(\S*)", done.stdout)}
-
-
-def _journal_end(log_dir: Path) -> tuple[str, int] | None:
-    """The final job event of srtd's journal: (state, exit code)."""
-    try:
-        lines = (log_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("unit") is None and event.get("state") in ("succeeded", "failed", "cancelled"):
-            return str(event["state"]), int(event.get("exit_code") or 0)
-    return None
-
-
 def _wait(subs: list[Submission]) -> None:
-    pending = [s for s in subs if s.job_id is not None]
-    while pending:
-        for sub in list(pending):
-            assert sub.job_id is not None
-            fields = _job_fields(sub.job_id)
-            state = fields.get("JobState") if fields else None
-            if fields is not None and state not in _ENDED:
-                continue
-            code = None
-            if fields is not None:
-                exit_field = fields.get("ExitCode", "0:0")
-                status, _, sig = exit_field.partition(":")
-                code = int(status) if status.isdigit() else 1
-                if sig.isdigit() and int(sig):
-                    code = 128 + int(sig)
-            journal = _journal_end(Path(sub.real_log_dir))
-            sub.state = state.lower() if state else (journal[0] if journal else "unknown")
-            if code is None:
-                code = journal[1] if journal else 1
-            sub.exit_code = code
-            pending.remove(sub)
-        if pending:
-            time.sleep(_POLL)
+    """Until every job has ended: its state and exit code (Slurm's, else the journal's)."""
+    from srtd.attach import journal_end
+    from srtd.launch import slurm_exit_code, wait_ended
+
+    ended = wait_ended([s.job_id for s in subs if s.job_id is not None], interval=_POLL)
+    for sub in subs:
+        if sub.job_id is None:
+            continue
+        fields = ended.get(sub.job_id)
+        journal = journal_end(Path(sub.real_log_dir))
+        state = fields.get("JobState") if fields else None
+        sub.state = state.lower() if state else (journal[0] if journal else "unknown")
+        if fields is not None:
+            sub.exit_code = slurm_exit_code(fields)
+        else:
+            sub.exit_code = journal[1] if journal else 1
 
 
 @cli.command()
