@@ -4,6 +4,8 @@ the replay of a finished job, and its startup timeline.  See docs/attach.md.
 - `serve(job)`: the server, a supervisor `Service` (`srtd run` starts it)
 - `Connection`, `connect`, `running_jobs`: the client side
 - `journal_end`, `journal_events`, `journal_view`: a job's journal read from its log directory
+- `list_jobs`, `ListedJob`: `srtd ps` (this node's sockets and this user's srtd jobs on the cluster)
+- `run_relay`, `RELAY_STEP`: the relay step's side (`srtd relay`), reached from off the node
 - `render_view`, `render_timeline`, `Timeline`, `build_timeline`, `write_svg`: the views
   (rich renderables, also used headless, and the timeline's SVG)
 - `snapshot_message`, `view_of`, `event_of`: the protocol's messages (docs/attach.md)
@@ -19,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
-    from srtd.attach._jobs import journal_end, journal_events, journal_view
+    from srtd.attach._jobs import ListedJob, journal_end, journal_events, journal_view, list_jobs
+    from srtd.attach._paths import srtd_command
     from srtd.attach._protocol import event_of, snapshot_message, view_of
+    from srtd.attach._relay import RELAY_STEP, run_relay
     from srtd.attach._server import serve
     from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, svg_text, write_svg
     from srtd.attach._timeline import build as build_timeline
@@ -29,7 +33,9 @@ if TYPE_CHECKING:
 # public name -> (module, its name there)
 _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
-    **{n: ("_jobs", n) for n in ("journal_end", "journal_events", "journal_view")},
+    **{n: ("_jobs", n) for n in ("ListedJob", "journal_end", "journal_events", "journal_view", "list_jobs")},
+    **{n: ("_relay", n) for n in ("RELAY_STEP", "run_relay")},
+    "srtd_command": ("_paths", "srtd_command"),
     **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
     "serve": ("_server", "serve"),
     **{
@@ -50,8 +56,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "RELAY_STEP",
     "SVG_NAME",
     "Connection",
+    "ListedJob",
     "RunningJob",
     "Timeline",
     "build_timeline",
@@ -62,11 +70,14 @@ __all__ = [
     "journal_end",
     "journal_events",
     "journal_view",
+    "list_jobs",
     "render_timeline",
     "render_view",
+    "run_relay",
     "running_jobs",
     "serve",
     "snapshot_message",
+    "srtd_command",
     "svg_text",
     "view_of",
     "write_svg",

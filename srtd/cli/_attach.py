@@ -14,6 +14,7 @@ from srtd.cli._main import cli
 from srtd.errors import AttachError
 
 if TYPE_CHECKING:
+    from srtd.attach import Connection, ListedJob
     from srtd.events import Event
 
 REFRESH = 0.1  # seconds between redraws of the live view
@@ -28,42 +29,66 @@ def console() -> Any:
 
 
 def _choose(job: str | None) -> str:
-    """JOB as given, or the only running job of this user."""
-    from srtd.attach import running_jobs
+    """JOB as given, or the only running job of this user (on this node, or on the cluster)."""
+    from srtd.attach import list_jobs
 
     if job is not None:
         return job
-    jobs = running_jobs()
+    jobs = [j for j in list_jobs() if j.state == "running"]
     if len(jobs) == 1:
-        return jobs[0].socket
+        return jobs[0].socket if jobs[0].batch_host is None and jobs[0].socket else jobs[0].job_id
     if not jobs:
         raise AttachError("no running job of yours (srtd ps lists them)")
-    listing = "; ".join(f"{j.job_id} ({j.name}, {j.state})" for j in jobs)
+    listing = "; ".join(f"{j.job_id} ({j.name}, {j.stage or j.state})" for j in jobs)
     raise AttachError(f"{len(jobs)} running jobs, name one: {listing}")
+
+
+def _stage_text(job: ListedJob) -> str:
+    if job.stage is None:
+        return "-"
+    from srtd.events import FINAL_JOB_STATES
+
+    if not job.units or job.stage in FINAL_JOB_STATES:
+        return job.stage
+    return f"{job.stage} ({job.ready}/{job.units} ready)"
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per job.")
-def ps(as_json: bool) -> None:
-    """This user's running jobs (those with a live attach socket)."""
+@click.option("--local", is_flag=True, help="Only the jobs running on this node (their sockets); do not ask Slurm.")
+def ps(as_json: bool, local: bool) -> None:
+    """This user's jobs: those srtd submitted to Slurm (pending, running, recently ended), and this node's."""
     from rich.table import Table
 
-    from srtd.attach import clock_time, running_jobs
+    from srtd.attach import clock_time, list_jobs
 
-    jobs = running_jobs()
+    jobs = list_jobs(cluster=not local)
     if as_json:
         for job in jobs:
             click.echo(json.dumps(job.as_json()))
         return
     if not jobs:
-        click.echo("no running jobs")
+        click.echo("no jobs")
         return
     table = Table(show_edge=False)
-    for column in ("job", "name", "state", "started", "log dir"):
+    for column in ("job", "name", "variant", "state", "stage", "nodes", "started", "log dir"):
         table.add_column(column)
     for job in jobs:
-        table.add_row(job.job_id, job.name, job.state, clock_time(job.started), job.log_dir)
+        state = f"{job.state} ({job.reason})" if job.reason else job.state
+        started = clock_time(job.started) if job.started else "-"
+        nodes = job.nodes or "-"
+        table.add_row(job.job_id, job.name, job.variant or "-", state, _stage_text(job), nodes, started, job.log_dir)
     console().print(table)
+
+
+@cli.command(name="relay", hidden=True)
+@click.argument("job")
+@click.option("--log-dir", type=click.Path(path_type=Path), help="The job's log directory (its attach.json).")
+def relay_cmd(job: str, log_dir: Path | None) -> None:
+    """The relay step's task: connects JOB's socket on this node to stdin/stdout (see docs/attach.md)."""
+    from srtd.attach import run_relay
+
+    raise SystemExit(run_relay(job, log_dir))
 
 
 @cli.command()
@@ -226,16 +251,41 @@ def stop(job: str, wait: bool) -> None:
     """Stop JOB gracefully: the tiered teardown, as SIGTERM would."""
     from srtd.attach import connect
 
-    with connect(job) as conn:
+    # One connection for the request and the wait: through a relay, a second one could
+    # only be made while the job still runs, and the teardown may be done by then.
+    with connect(job, timeout=None if wait else 10.0) as conn:
         job_id = conn.hello.get("job_id")
+        if wait:
+            conn.request("subscribe")  # the events from now on, up to the job's `end`
         conn.request("stop")
-    click.echo(f"stop requested: job {job_id}")
-    if wait:
-        state = "?"
-        for message in _subscription(job, None):
-            if message.get("type") == "end":
-                state = str(message.get("reason"))
-        click.echo(state)
+        click.echo(f"stop requested: job {job_id}")
+        if wait:
+            click.echo(_until_end(conn))
+
+
+def _until_end(conn: Connection) -> str:
+    """Read a subscription to its `end`: how the job ended.
+
+    A relay step can be ended by Slurm (the job is over) before the `end` message is
+    through; the job's final event, when it came, says the same.
+    """
+    from srtd.events import FINAL_JOB_STATES
+
+    final: str | None = None
+    try:
+        for message in conn.messages():
+            kind = message.get("type")
+            if kind == "end":
+                return str(message.get("reason"))
+            if kind == "event" and message["event"].get("unit") is None:
+                state = message["event"].get("state")
+                final = f"job {state}" if state in FINAL_JOB_STATES else final
+    except AttachError:
+        if final is None:
+            raise
+    if final is None:
+        raise AttachError(f"{conn.where}: the job closed the connection before it ended")
+    return final
 
 
 @cli.command()

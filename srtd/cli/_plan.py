@@ -38,7 +38,7 @@ def plan(
 
     Offline: no network and no Slurm are needed.
     """
-    from srtd.cli._submit import srtd_command
+    from srtd.attach import srtd_command
     from srtd.launch import with_srun_lines
     from srtd.plan import dot, mermaid, sbatch_script
 

@@ -11,15 +11,14 @@ it has ended and exits with the worst job exit code (a job's exit code is srtd's
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from srtd.attach import srtd_command
 from srtd.cli._main import cli
 from srtd.errors import LaunchError, UsageError
 
@@ -34,14 +33,6 @@ FROZEN_CLUSTER = "srtslurm.yaml"
 SCRIPT_NAME = "sbatch.sh"
 BATCH_OUTPUT = "srtd.out"
 _POLL = 1.0
-
-
-def srtd_command() -> list[str]:
-    """How to run the srtd that is running now (what a batch script must `exec`)."""
-    beside = Path(sys.executable).parent / "srtd"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-m", "srtd"]
 
 
 @dataclass
@@ -88,13 +79,15 @@ def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) 
 
 
 def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> None:
-    from srtd.launch import cancel_job, release_job, submit_held
+    from srtd.launch import cancel_job, mark_comment, release_job, submit_held
 
     output = sub.log_dir.replace(JOB_SLOT, "%j") + "/" + BATCH_OUTPUT
     if JOB_SLOT in sub.log_dir:
         # sbatch opens --output before the script runs; the directory must exist then.
         Path(sub.log_dir.split(JOB_SLOT)[0]).mkdir(parents=True, exist_ok=True)
-    sub.job_id = submit_held(sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name)
+    # the mark by which `srtd ps` finds srtd's jobs (docs/slurm.md)
+    mark = mark_comment(name=sub.plan.name, variant=sub.loaded.variant, log_dir=sub.log_dir.replace(JOB_SLOT, "%j"))
+    sub.job_id = submit_held(sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name, comment=mark)
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
