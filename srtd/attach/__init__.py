@@ -5,6 +5,7 @@ the replay of a finished job, and its startup timeline.  See docs/attach.md.
 - `Connection`, `connect`, `running_jobs`: the client side
 - `journal_end`, `journal_events`, `journal_view`: a job's journal read from its log directory
 - `list_jobs`, `ListedJob`: `srtd ps` (this node's sockets and this user's srtd jobs on the cluster)
+- `unit_logs`, `unit_log`, `follow_log`: `srtd logs` (a unit's log from the log directory)
 - `run_relay`, `RELAY_STEP`: the relay step's side (`srtd relay`), reached from off the node
 - `render_view`, `render_timeline`, `Timeline`, `build_timeline`, `write_svg`: the views
   (rich renderables, also used headless, and the timeline's SVG)
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
     from srtd.attach._jobs import ListedJob, journal_end, journal_events, journal_view, list_jobs
-    from srtd.attach._paths import srtd_command
+    from srtd.attach._logs import follow_log, unit_log, unit_logs
+    from srtd.attach._paths import pointer_job_id, srtd_command
     from srtd.attach._protocol import event_of, snapshot_message, view_of
     from srtd.attach._relay import RELAY_STEP, run_relay
     from srtd.attach._server import serve
@@ -35,7 +37,8 @@ _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
     **{n: ("_jobs", n) for n in ("ListedJob", "journal_end", "journal_events", "journal_view", "list_jobs")},
     **{n: ("_relay", n) for n in ("RELAY_STEP", "run_relay")},
-    "srtd_command": ("_paths", "srtd_command"),
+    **{n: ("_paths", n) for n in ("pointer_job_id", "srtd_command")},
+    **{n: ("_logs", n) for n in ("follow_log", "unit_log", "unit_logs")},
     **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
     "serve": ("_server", "serve"),
     **{
@@ -66,11 +69,13 @@ __all__ = [
     "clock_time",
     "connect",
     "event_of",
+    "follow_log",
     "gantt_width",
     "journal_end",
     "journal_events",
     "journal_view",
     "list_jobs",
+    "pointer_job_id",
     "render_timeline",
     "render_view",
     "run_relay",
@@ -79,6 +84,8 @@ __all__ = [
     "snapshot_message",
     "srtd_command",
     "svg_text",
+    "unit_log",
+    "unit_logs",
     "view_of",
     "write_svg",
 ]

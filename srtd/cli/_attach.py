@@ -244,6 +244,38 @@ def _live(target: str) -> None:
     out.line()  # the live display leaves the cursor at the end of its last line
 
 
+def watch_submitted(job_id: str, log_dir: Path) -> None:
+    """`srtd submit --attach`: the job in the queue, then starting, then the live view until it ends.
+
+    Each phase is one line as it begins; the live view is `srtd attach`'s.  Returns
+    when the job's supervisor has ended (or the job ended before it could be seen).
+    """
+    from srtd.attach import pointer_job_id
+    from srtd.launch import find_job
+
+    said = None
+    while True:
+        job = find_job(job_id)
+        if job is None or job.ended:
+            return
+        phase = f"{job.state.lower()} ({job.reason})" if job.reason else job.state.lower()
+        if job.state == "RUNNING":
+            phase = f"starting on {job.batch_host}"
+            if pointer_job_id(log_dir) is not None or not log_dir.is_dir():
+                try:
+                    _live(job_id)
+                    return
+                except AttachError:
+                    pass  # the socket is not up yet
+        if phase != said:
+            console().print(f"job {job_id}: {phase}")
+            said = phase
+        time.sleep(WATCH_POLL)
+
+
+WATCH_POLL = 1.0  # seconds between looks at a job that is not running yet
+
+
 @cli.command()
 @click.argument("job")
 @click.option("--wait", is_flag=True, help="Wait until the job has ended.")
@@ -320,6 +352,10 @@ def signal_cmd(job: str, unit: str, sig: str) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
 def tail(job: str, unit: str, lines: int, follow: bool) -> None:
     """The last lines of UNIT's log in JOB (and, with -f, what follows)."""
+    _tail(job, unit, lines, follow)
+
+
+def _tail(job: str, unit: str, lines: int, follow: bool) -> None:
     from srtd.attach import connect
 
     with connect(job, timeout=None if follow else 10.0) as conn:
@@ -335,3 +371,68 @@ def tail(job: str, unit: str, lines: int, follow: bool) -> None:
                 if message.get("type") == "overflow":
                     raise AttachError("dropped: the log is written faster than this terminal reads it")
                 return
+
+
+def _log_dir_of(job: str) -> Path | None:
+    """JOB's log directory: JOB itself, the one srtd's Slurm mark names, or the one the job's socket says."""
+    from srtd.attach import connect
+
+    if Path(job).is_dir():
+        return Path(job)
+    if job.isdigit():
+        from srtd.launch import find_job
+
+        found = find_job(job)
+        mark = found.mark if found is not None else None
+        if mark is not None and isinstance(mark.get("log_dir"), str):
+            return Path(mark["log_dir"])
+    with connect(job) as conn:
+        where = conn.hello.get("log_dir")
+    return Path(where) if isinstance(where, str) else None
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("unit", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing, across restarts, until the job ends.")
+@click.option("--json", "as_json", is_flag=True, help="Without UNIT: the units and their logs as one JSON object.")
+def logs(job: str, unit: str | None, follow: bool, as_json: bool) -> None:
+    """UNIT's log (its current attempt's) from JOB's log directory; without UNIT, where each unit logs.
+
+    JOB is a job id or a log directory.  Where the log directory cannot be read from
+    here, the log comes from the job itself (as `srtd tail` does it).
+    """
+    from srtd.attach import follow_log, unit_log, unit_logs
+
+    log_dir = _log_dir_of(job)
+    readable = log_dir is not None and log_dir.is_dir()
+    if unit is None:
+        if not readable:
+            raise AttachError(f"job {job}: its log directory {log_dir} is not readable from here")
+        assert log_dir is not None
+        listing = unit_logs(log_dir)
+        if as_json:
+            click.echo(json.dumps({"log_dir": str(log_dir), "units": listing}))
+        else:
+            for name, log in listing.items():
+                click.echo(f"{name}\t{log or '-'}")
+        return
+    if not readable:
+        _tail(job, unit, MAX_LOG_LINES, follow)
+        return
+    assert log_dir is not None
+    path = unit_log(log_dir, unit)
+    out = sys.stdout.buffer
+    if not follow:
+        try:
+            out.write(path.read_bytes())
+        except OSError as e:
+            raise AttachError(f"{path}: cannot read: {e.strerror}") from None
+        out.flush()
+        return
+    for data in follow_log(path, log_dir):
+        out.write(data)
+        out.flush()
+
+
+MAX_LOG_LINES = 10_000  # what `srtd logs` asks the job for when it cannot read the log itself

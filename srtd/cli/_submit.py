@@ -140,6 +140,9 @@ def _wait(subs: list[Submission]) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the batch scripts; submit nothing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per job (job_id, name, variant, log_dir).")
 @click.option("--wait", "wait", is_flag=True, help="Wait for every job; exit with the worst job exit code.")
+@click.option(
+    "--attach", "attach", is_flag=True, help="Show the job live (queue, start, run) until it ends; exit with its code."
+)
 def submit(
     recipes: tuple[Path, ...],
     variant: str | None,
@@ -147,6 +150,7 @@ def submit(
     dry_run: bool,
     as_json: bool,
     wait: bool,
+    attach: bool,
 ) -> None:
     """Submit RECIPE(s) to Slurm: one job per recipe, override variant or sweep point.
 
@@ -157,8 +161,10 @@ def submit(
     from srtd.cluster import load_cluster
     from srtd.recipe import load_recipes
 
-    if dry_run and wait:
-        raise UsageError("--dry-run submits nothing to wait for")
+    if dry_run and (wait or attach):
+        raise UsageError(f"--dry-run submits nothing to {'attach to' if attach else 'wait for'}")
+    if attach and as_json:
+        raise UsageError("--attach shows the live view; for JSON use --wait --json (or srtd attach JOB --json)")
     cluster, cluster_file = load_cluster(cluster_config)
     if cluster_file is not None:
         cluster_file = cluster_file.resolve()
@@ -179,6 +185,8 @@ def submit(
                 click.echo(f"# --- {sub.plan.name}{variant_note}")
                 click.echo(sub.script, nl=False)
         return
+    if attach and len(prepared) != 1:
+        raise UsageError(f"--attach follows one job, and these are {len(prepared)}; choose one with --variant")
     for sub, text in prepared:
         _submit(sub, text, cluster_file)
         _report(sub)
@@ -187,9 +195,14 @@ def submit(
         elif not as_json:
             variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
             click.echo(f"submitted job {sub.job_id}: {sub.plan.name}{variant_note}; logs in {sub.real_log_dir}")
-    if not wait:
+    if not (wait or attach):
         return
     subs = [s for s, _ in prepared]
+    if attach:
+        from srtd.cli._attach import watch_submitted
+
+        assert subs[0].job_id is not None
+        watch_submitted(subs[0].job_id, Path(subs[0].real_log_dir))
     _wait(subs)
     worst = 0
     for sub in subs:

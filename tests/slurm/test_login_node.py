@@ -114,6 +114,21 @@ def test_a_job_is_listed_watched_restarted_tailed_and_stopped_from_outside_its_a
     assert done.stdout.splitlines() == log.read_text().splitlines()[-5:]
     assert done.stdout.splitlines()[-1] == f"ready {target}"
 
+    # logs: the unit's current log from the shared log dir; without UNIT, every unit's log
+    done = srtd("logs", job, target, cwd=tmp_path, env=login)
+    assert (done.returncode, done.stdout) == (0, log.read_text()), done.stderr
+    assert f"ready {target}" in Path(f"{log}.1").read_text().splitlines()  # the first attempt's, kept
+    done = srtd("logs", job, "--json", cwd=tmp_path, env=login)
+    assert json.loads(done.stdout) == {"log_dir": str(log_dir), "units": {u["name"]: u["log"] for u in live["units"]}}
+    logs_follower = subprocess.Popen(
+        [sys.executable, "-m", "srtd", "logs", job, target, "-f"],
+        cwd=tmp_path,
+        env={**os.environ, **login},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    request.addfinalizer(logs_follower.kill)
+
     # a follower is a relay step while it runs; never a unit; gone when the client leaves
     follower = subprocess.Popen(
         [sys.executable, "-m", "srtd", "tail", job, target, "-f"],
@@ -166,5 +181,8 @@ def test_a_job_is_listed_watched_restarted_tailed_and_stopped_from_outside_its_a
     assert max(stopped[u] for u in tiers if tiers[u] == 0) < stopping["service_registry"]
     assert [e for e in events if e.get("unit") is None][-1]["state"] == "cancelled"
     assert not any(e.get("unit") == RELAY for e in events)
+    # logs -f ended by itself with the job, having printed the whole log
+    out, err = logs_follower.communicate(timeout=30)
+    assert (logs_follower.returncode, out.decode()) == (0, log.read_text()), err
     assert not relay_steps(job)
     nothing_left(job)
