@@ -15,6 +15,7 @@ from srtd.errors import LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
     from srtd.launch import PortClaim
+    from srtd.supervisor import Console
     from srtd.unit import Plan
 
 
@@ -121,10 +122,19 @@ def _plan_recipe(
     return build(where, inputs.port_offset or 0), None
 
 
+def _live_console() -> Console:
+    """On a terminal: the attach view of the whole run (docs/attach.md); into a pipe, the lines."""
+    from srtd.attach import RunView
+    from srtd.supervisor import LiveConsole
+
+    return LiveConsole(RunView())
+
+
 @cli.command()
 @click.argument("recipe", type=click.Path(path_type=Path))
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
+@click.option("--plain", is_flag=True, help="One line per event also on a terminal (not the live view).")
 def run(
     recipe: Path,
     variant: str | None,
@@ -135,6 +145,7 @@ def run(
     log_dir: str | None,
     port_offset: int | None,
     as_json: bool,
+    plain: bool,
 ) -> None:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
 
@@ -170,7 +181,7 @@ def run(
         plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
     log_path = _prepare_log_dir(plan)
     _local_path()
-    console = JsonConsole() if as_json else None
+    console = JsonConsole() if as_json else _live_console() if not plain and sys.stderr.isatty() else None
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
     services = [serve, status_service()]
     if local:

@@ -18,6 +18,7 @@ from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
 from srtd.supervisor._console import (
     Console,
     JsonConsole,
+    LiveConsole,
     NullConsole,
     ProgressRow,
     SummaryRow,
@@ -41,6 +42,7 @@ __all__ = [
     "JobResult",
     "Journal",
     "JsonConsole",
+    "LiveConsole",
     "LogLine",
     "NullConsole",
     "ProbeResult",
