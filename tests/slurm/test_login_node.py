@@ -38,6 +38,12 @@ def listed(env: dict[str, str], cwd: Path) -> dict[str, dict[str, Any]]:
     return {j["job_id"]: j for j in map(json.loads, done.stdout.splitlines())}
 
 
+def background(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """`srtd ARGS` left running, its output kept."""
+    argv = [sys.executable, "-m", "srtd", *args]
+    return subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def job_event(log_dir: Path, state: str) -> bool:
     try:
         return any(e.get("unit") is None and e["state"] == state for e in journal(log_dir))
@@ -120,23 +126,11 @@ def test_a_job_is_listed_watched_restarted_tailed_and_stopped_from_outside_its_a
     assert f"ready {target}" in Path(f"{log}.1").read_text().splitlines()  # the first attempt's, kept
     done = srtd("logs", job, "--json", cwd=tmp_path, env=login)
     assert json.loads(done.stdout) == {"log_dir": str(log_dir), "units": {u["name"]: u["log"] for u in live["units"]}}
-    logs_follower = subprocess.Popen(
-        [sys.executable, "-m", "srtd", "logs", job, target, "-f"],
-        cwd=tmp_path,
-        env={**os.environ, **login},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    logs_follower = background(tmp_path, login, "logs", job, target, "-f")
     request.addfinalizer(logs_follower.kill)
 
     # a follower is a relay step while it runs; never a unit; gone when the client leaves
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "srtd", "tail", job, target, "-f"],
-        cwd=tmp_path,
-        env={**os.environ, **login},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    follower = background(tmp_path, login, "tail", job, target, "-f")
     try:
         wait_for("the follower's relay step", lambda: relay_steps(job), timeout=30)
         done = srtd("attach", job, "--once", "--json", cwd=tmp_path, env=login)
