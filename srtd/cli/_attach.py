@@ -29,12 +29,14 @@ def console() -> Any:
 
 
 def _choose(job: str | None) -> str:
-    """JOB as given, or the only running job of this user (on this node, or on the cluster)."""
+    """JOB as given, or the only running job of this user: on this node, else on the cluster."""
     from srtd.attach import list_jobs
 
     if job is not None:
         return job
-    jobs = [j for j in list_jobs() if j.state == "running"]
+    jobs = list_jobs(cluster=False)  # this node's first: on a batch host, the job that runs here
+    if not jobs:
+        jobs = [j for j in list_jobs() if j.state == "running"]
     if len(jobs) == 1:
         return jobs[0].socket if jobs[0].batch_host is None and jobs[0].socket else jobs[0].job_id
     if not jobs:
