@@ -120,6 +120,10 @@ def test_a_job_is_listed_watched_restarted_tailed_and_stopped_from_outside_its_a
     assert done.stdout.splitlines() == log.read_text().splitlines()[-5:]
     assert done.stdout.splitlines()[-1] == f"ready {target}"
 
+    # signal: delivered to the other worker's step (SIGCONT leaves it as it is)
+    done = srtd("signal", job, workers[1], "CONT", cwd=tmp_path, env=login)
+    assert (done.returncode, done.stdout) == (0, f"sent SIGCONT to {workers[1]}\n"), done.stderr
+
     # logs: the unit's current log from the shared log dir; without UNIT, every unit's log
     done = srtd("logs", job, target, cwd=tmp_path, env=login)
     assert (done.returncode, done.stdout) == (0, log.read_text()), done.stderr
