@@ -12,7 +12,7 @@ from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
 
 PAGE = REPO / "docs" / "performance.md"
 IMAGES = REPO / "docs" / "img"
-ORDER = ("exits", "readiness", "makespan", "teardown", "watching", "plan", "peers", "collector")
+ORDER = ("exits", "readiness", "makespan", "teardown", "watching", "plan", "peers", "collector", "attach-relay")
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -316,6 +316,31 @@ def _collector(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def _attach_relay(r: dict[str, Any]) -> list[str]:
+    title = "Attach from the login node: the relay step vs the job's node (dev Slurm cluster)"
+    if "skipped" in r:
+        return [f"## {title}", "", f"Not measured: {r['skipped']}.", ""]
+    out = _head(
+        title,
+        r,
+        "One round trip is a client's first move to the first snapshot in its hands. On the node: connect to"
+        " the socket, greeting, `snapshot`. Relay: the same through `connect(<job id>)` from a process whose"
+        " runtime directory is its own: `squeue` for the batch host, `srun --jobid ... srtd relay` (a Slurm"
+        " step with a Python interpreter), then the protocol through it; the next sample starts once the"
+        " step has ended. CLI: `srtd attach JOB --once --json` end to end, interpreter start included.",
+    )
+    rows = [
+        [what, x["n"], x["p50_ms"], x["p99_ms"], x["max_ms"]]
+        for what, x in (
+            ("on the node (library)", r["node"]),
+            ("relay (library)", r["relay"]),
+            ("on the node (CLI)", r["cli_node"]),
+            ("relay (CLI)", r["cli_relay"]),
+        )
+    ]
+    return out + _table(["round trip", "n", "p50 ms", "p99 ms", "max ms"], rows)
+
+
 SECTIONS = {
     "exits": _exits,
     "readiness": _readiness,
@@ -325,6 +350,7 @@ SECTIONS = {
     "plan": _plan,
     "peers": _peers,
     "collector": _collector,
+    "attach-relay": _attach_relay,
 }
 
 

@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from srtd.attach._paths import is_live, resolve, sockets
+from srtd.attach._paths import is_live, pointer_job_id, resolve, sockets
 from srtd.attach._protocol import PROTOCOL, encode
 from srtd.errors import AttachError, ControlError
 
+if TYPE_CHECKING:
+    from srtd.attach._relay import Relay
+
 
 class Connection:
-    """One connection to a job's socket: the greeting, then requests and messages."""
+    """One connection to a job's socket, on this node or through a relay step: the greeting,
+    then requests and messages."""
 
-    def __init__(self, path: Path, *, timeout: float | None = 10.0) -> None:
+    def __init__(self, path: Path, *, timeout: float | None = 10.0, relay: Relay | None = None) -> None:
         self.path = path
+        self.relay = relay
+        self.where = relay.where if relay is not None else str(path)  # what error messages name
+        if relay is not None:
+            self._sock = relay.sock
+            self._sock.settimeout(timeout)
+            self._file = self._sock.makefile("rb")
+            self._greet()
+            return
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -33,17 +47,26 @@ class Connection:
             self._sock.close()
             raise AttachError(f"{path}: cannot connect: {e.strerror or e}") from None
         self._file = self._sock.makefile("rb")
+        self._greet()
+
+    def _greet(self) -> None:
         self._next_id = 0
-        hello = self.receive()
-        if hello is None:
+        try:
+            hello = self.receive()
+        except (AttachError, TimeoutError, ValueError):
             self.close()
-            raise AttachError(f"{path}: the job closed the connection")
+            raise
+        if hello is None:
+            said = f": {self.relay.said()}" if self.relay is not None else ""
+            self.close()
+            raise AttachError(f"{self.where}: the job closed the connection{said}")
         if hello.get("type") == "error":
             self.close()
             raise AttachError(str(hello.get("message")))
         if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
             self.close()
-            raise AttachError(f"{path}: speaks attach protocol {hello.get('protocol')!r}, this srtd speaks {PROTOCOL}")
+            theirs = hello.get("protocol")
+            raise AttachError(f"{self.where}: speaks attach protocol {theirs!r}, this srtd speaks {PROTOCOL}")
         self.hello: dict[str, Any] = hello
 
     def settimeout(self, timeout: float | None) -> None:
@@ -53,7 +76,7 @@ class Connection:
         try:
             self._sock.sendall(encode(request))
         except OSError as e:
-            raise AttachError(f"{self.path}: connection lost: {e.strerror or e}") from None
+            raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
 
     def receive(self) -> dict[str, Any] | None:
         """The next message; None when the server closed the connection."""
@@ -62,12 +85,12 @@ class Connection:
         except TimeoutError:
             raise
         except OSError as e:
-            raise AttachError(f"{self.path}: connection lost: {e.strerror or e}") from None
+            raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
         if not line:
             return None
         message = json.loads(line)
         if not isinstance(message, dict):
-            raise AttachError(f"{self.path}: not an attach message: {line[:80]!r}")
+            raise AttachError(f"{self.where}: not an attach message: {line[:80]!r}")
         return message
 
     def messages(self) -> Iterator[dict[str, Any]]:
@@ -86,10 +109,10 @@ class Connection:
         while True:
             reply = self.receive()
             if reply is None:
-                raise AttachError(f"{self.path}: the job closed the connection")
+                raise AttachError(f"{self.where}: the job closed the connection")
             kind = reply.get("type")
             if kind == "overflow":
-                raise AttachError(f"{self.path}: {reply.get('message')}")
+                raise AttachError(f"{self.where}: {reply.get('message')}")
             if kind == "error" and reply.get("id") in (request_id, None):
                 raise ControlError(str(reply.get("message")))
             if reply.get("id") == request_id:
@@ -98,6 +121,8 @@ class Connection:
     def close(self) -> None:
         self._file.close()
         self._sock.close()
+        if self.relay is not None:
+            self.relay.close()
 
     def __enter__(self) -> Connection:
         return self
@@ -107,7 +132,47 @@ class Connection:
 
 
 def connect(job: str | Path, *, timeout: float | None = 10.0) -> Connection:
-    return Connection(resolve(str(job)), timeout=timeout)
+    """A connection to JOB (a job id, log directory or socket path): to its socket when it is on
+    this node, else through a relay step on its batch host (`_relay`)."""
+    try:
+        path = resolve(str(job))
+    except AttachError as miss:
+        relay = _relay_for(str(job), miss)
+        return Connection(Path(relay.where), timeout=timeout, relay=relay)
+    if not path.exists() and Path(job).is_dir():
+        # attach.json names a socket on another node (the log dir is shared, the runtime dir is not)
+        job_id = pointer_job_id(Path(job))
+        if job_id is not None:
+            relay = _relay_for(job_id, AttachError(f"{path}: not on this node"), log_dir=str(job))
+            return Connection(Path(relay.where), timeout=timeout, relay=relay)
+    return Connection(path, timeout=timeout)
+
+
+_SLURM_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+
+
+def _relay_for(job: str, miss: AttachError, log_dir: str | None = None) -> Relay:
+    """A relay into Slurm job `job`, if it is a running job of this user; else why not (`miss` if not Slurm's)."""
+    if not _SLURM_JOB_ID.match(job) or shutil.which("srun") is None:
+        raise miss
+    from srtd.attach._relay import open_relay
+    from srtd.errors import LaunchError
+    from srtd.launch import find_job
+
+    try:
+        found = find_job(job)
+    except LaunchError as e:
+        raise AttachError(f"{miss}; and Slurm does not answer: {e}") from None
+    if found is None:
+        raise AttachError(f"{miss}, and Slurm lists no job {job} of yours")
+    mark = found.mark or {}
+    log_dir = log_dir or (mark["log_dir"] if isinstance(mark.get("log_dir"), str) else None)
+    if found.state == "PENDING":
+        raise AttachError(f"job {job} is pending ({found.reason or 'queued'}): it has no socket until it starts")
+    if found.state != "RUNNING" or not found.batch_host:
+        replay = f"; its journal: srtd attach --replay {log_dir}" if log_dir else ""
+        raise AttachError(f"job {job} is not running ({found.state.lower()}){replay}")
+    return open_relay(job, found.batch_host, log_dir)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 
 from srtd.errors import AttachError
@@ -23,6 +24,14 @@ POINTER_NAME = "attach.json"
 SOCKET_SUFFIX = ".sock"
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def srtd_command() -> list[str]:
+    """How to run the srtd that is running now: what a batch script, or a relay step, execs."""
+    beside = Path(sys.executable).parent / "srtd"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    return [sys.executable, "-m", "srtd"]
 
 
 def private_dir(path: Path) -> Path:
@@ -68,6 +77,15 @@ def read_pointer(log_dir: Path) -> Path | None:
         return Path(data["socket"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def pointer_job_id(log_dir: Path) -> str | None:
+    """The job id `attach.json` names."""
+    try:
+        job_id = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))["job_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return job_id if isinstance(job_id, str) else None
 
 
 def resolve(job: str) -> Path:

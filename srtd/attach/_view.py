@@ -88,3 +88,24 @@ def render_view(view: JobView, events: Sequence[Event], order: Sequence[str] = (
     recent = list(events)[-EVENT_PANE:]
     pane = Text("\n".join(event_line(e) for e in recent) or "no events yet", no_wrap=True, overflow="ellipsis")
     return Group(units_table(view, order), Panel(pane, title="events", title_align="left"))
+
+
+class RunView:
+    """`srtd run`'s live screen (`LiveConsole`'s renderer): the view of the events so far.
+
+    Folds only the events it has not seen, so a long run costs one `apply` per event.
+    """
+
+    def __init__(self) -> None:
+        self.view: JobView | None = None
+        self.order: list[str] = []
+        self.seen = 0
+
+    def __call__(self, events: Sequence[Event]) -> RenderableType:
+        if self.view is None:
+            self.order = list((events[0].detail or {}).get("units", [])) if events else []
+            self.view = JobView.fold([], self.order)
+        for event in events[self.seen :]:
+            self.view.apply(event)
+        self.seen = len(events)
+        return render_view(self.view, events, self.order)

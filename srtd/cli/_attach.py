@@ -14,6 +14,7 @@ from srtd.cli._main import cli
 from srtd.errors import AttachError
 
 if TYPE_CHECKING:
+    from srtd.attach import Connection, ListedJob
     from srtd.events import Event
 
 REFRESH = 0.1  # seconds between redraws of the live view
@@ -28,42 +29,68 @@ def console() -> Any:
 
 
 def _choose(job: str | None) -> str:
-    """JOB as given, or the only running job of this user."""
-    from srtd.attach import running_jobs
+    """JOB as given, or the only running job of this user: on this node, else on the cluster."""
+    from srtd.attach import list_jobs
 
     if job is not None:
         return job
-    jobs = running_jobs()
+    jobs = list_jobs(cluster=False)  # this node's first: on a batch host, the job that runs here
+    if not jobs:
+        jobs = [j for j in list_jobs() if j.state == "running"]
     if len(jobs) == 1:
-        return jobs[0].socket
+        return jobs[0].socket if jobs[0].batch_host is None and jobs[0].socket else jobs[0].job_id
     if not jobs:
         raise AttachError("no running job of yours (srtd ps lists them)")
-    listing = "; ".join(f"{j.job_id} ({j.name}, {j.state})" for j in jobs)
+    listing = "; ".join(f"{j.job_id} ({j.name}, {j.stage or j.state})" for j in jobs)
     raise AttachError(f"{len(jobs)} running jobs, name one: {listing}")
+
+
+def _stage_text(job: ListedJob) -> str:
+    if job.stage is None:
+        return "-"
+    from srtd.events import FINAL_JOB_STATES
+
+    if not job.units or job.stage in FINAL_JOB_STATES:
+        return job.stage
+    return f"{job.stage} ({job.ready}/{job.units} ready)"
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per job.")
-def ps(as_json: bool) -> None:
-    """This user's running jobs (those with a live attach socket)."""
+@click.option("--local", is_flag=True, help="Only the jobs running on this node (their sockets); do not ask Slurm.")
+def ps(as_json: bool, local: bool) -> None:
+    """This user's jobs: those srtd submitted to Slurm (pending, running, recently ended), and this node's."""
     from rich.table import Table
 
-    from srtd.attach import clock_time, running_jobs
+    from srtd.attach import clock_time, list_jobs
 
-    jobs = running_jobs()
+    jobs = list_jobs(cluster=not local)
     if as_json:
         for job in jobs:
             click.echo(json.dumps(job.as_json()))
         return
     if not jobs:
-        click.echo("no running jobs")
+        click.echo("no jobs")
         return
     table = Table(show_edge=False)
-    for column in ("job", "name", "state", "started", "log dir"):
+    for column in ("job", "name", "variant", "state", "stage", "nodes", "started", "log dir"):
         table.add_column(column)
     for job in jobs:
-        table.add_row(job.job_id, job.name, job.state, clock_time(job.started), job.log_dir)
+        state = f"{job.state} ({job.reason})" if job.reason else job.state
+        started = clock_time(job.started) if job.started else "-"
+        nodes = job.nodes or "-"
+        table.add_row(job.job_id, job.name, job.variant or "-", state, _stage_text(job), nodes, started, job.log_dir)
     console().print(table)
+
+
+@cli.command(name="relay", hidden=True)
+@click.argument("job")
+@click.option("--log-dir", type=click.Path(path_type=Path), help="The job's log directory (its attach.json).")
+def relay_cmd(job: str, log_dir: Path | None) -> int:
+    """The relay step's task: connects JOB's socket on this node to stdin/stdout (see docs/attach.md)."""
+    from srtd.attach import run_relay
+
+    return run_relay(job, log_dir)
 
 
 @cli.command()
@@ -219,6 +246,38 @@ def _live(target: str) -> None:
     out.line()  # the live display leaves the cursor at the end of its last line
 
 
+def watch_submitted(job_id: str, log_dir: Path) -> None:
+    """`srtd submit --attach`: the job in the queue, then starting, then the live view until it ends.
+
+    Each phase is one line as it begins; the live view is `srtd attach`'s.  Returns
+    when the job's supervisor has ended (or the job ended before it could be seen).
+    """
+    from srtd.attach import pointer_job_id
+    from srtd.launch import find_job
+
+    said = None
+    while True:
+        job = find_job(job_id)
+        if job is None or job.ended:
+            return
+        phase = f"{job.state.lower()} ({job.reason})" if job.reason else job.state.lower()
+        if job.state == "RUNNING":
+            phase = f"starting on {job.batch_host}"
+            if pointer_job_id(log_dir) is not None or not log_dir.is_dir():
+                try:
+                    _live(job_id)
+                    return
+                except AttachError:
+                    pass  # the socket is not up yet
+        if phase != said:
+            console().print(f"job {job_id}: {phase}")
+            said = phase
+        time.sleep(WATCH_POLL)
+
+
+WATCH_POLL = 1.0  # seconds between looks at a job that is not running yet
+
+
 @cli.command()
 @click.argument("job")
 @click.option("--wait", is_flag=True, help="Wait until the job has ended.")
@@ -226,16 +285,41 @@ def stop(job: str, wait: bool) -> None:
     """Stop JOB gracefully: the tiered teardown, as SIGTERM would."""
     from srtd.attach import connect
 
-    with connect(job) as conn:
+    # One connection for the request and the wait: through a relay, a second one could
+    # only be made while the job still runs, and the teardown may be done by then.
+    with connect(job, timeout=None if wait else 10.0) as conn:
         job_id = conn.hello.get("job_id")
+        if wait:
+            conn.request("subscribe")  # the events from now on, up to the job's `end`
         conn.request("stop")
-    click.echo(f"stop requested: job {job_id}")
-    if wait:
-        state = "?"
-        for message in _subscription(job, None):
-            if message.get("type") == "end":
-                state = str(message.get("reason"))
-        click.echo(state)
+        click.echo(f"stop requested: job {job_id}")
+        if wait:
+            click.echo(_until_end(conn))
+
+
+def _until_end(conn: Connection) -> str:
+    """Read a subscription to its `end`: how the job ended.
+
+    A relay step can be ended by Slurm (the job is over) before the `end` message is
+    through; the job's final event, when it came, says the same.
+    """
+    from srtd.events import FINAL_JOB_STATES
+
+    final: str | None = None
+    try:
+        for message in conn.messages():
+            kind = message.get("type")
+            if kind == "end":
+                return str(message.get("reason"))
+            if kind == "event" and message["event"].get("unit") is None:
+                state = message["event"].get("state")
+                final = f"job {state}" if state in FINAL_JOB_STATES else final
+    except AttachError:
+        if final is None:
+            raise
+    if final is None:
+        raise AttachError(f"{conn.where}: the job closed the connection before it ended")
+    return final
 
 
 @cli.command()
@@ -270,6 +354,10 @@ def signal_cmd(job: str, unit: str, sig: str) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
 def tail(job: str, unit: str, lines: int, follow: bool) -> None:
     """The last lines of UNIT's log in JOB (and, with -f, what follows)."""
+    _tail(job, unit, lines, follow)
+
+
+def _tail(job: str, unit: str, lines: int, follow: bool) -> None:
     from srtd.attach import connect
 
     with connect(job, timeout=None if follow else 10.0) as conn:
@@ -285,3 +373,68 @@ def tail(job: str, unit: str, lines: int, follow: bool) -> None:
                 if message.get("type") == "overflow":
                     raise AttachError("dropped: the log is written faster than this terminal reads it")
                 return
+
+
+def _log_dir_of(job: str) -> Path | None:
+    """JOB's log directory: JOB itself, the one srtd's Slurm mark names, or the one the job's socket says."""
+    from srtd.attach import connect
+
+    if Path(job).is_dir():
+        return Path(job)
+    if job.isdigit():
+        from srtd.launch import find_job
+
+        found = find_job(job)
+        mark = found.mark if found is not None else None
+        if mark is not None and isinstance(mark.get("log_dir"), str):
+            return Path(mark["log_dir"])
+    with connect(job) as conn:
+        where = conn.hello.get("log_dir")
+    return Path(where) if isinstance(where, str) else None
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("unit", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing, across restarts, until the job ends.")
+@click.option("--json", "as_json", is_flag=True, help="Without UNIT: the units and their logs as one JSON object.")
+def logs(job: str, unit: str | None, follow: bool, as_json: bool) -> None:
+    """UNIT's log (its current attempt's) from JOB's log directory; without UNIT, where each unit logs.
+
+    JOB is a job id or a log directory.  Where the log directory cannot be read from
+    here, the log comes from the job itself (as `srtd tail` does it).
+    """
+    from srtd.attach import follow_log, unit_log, unit_logs
+
+    log_dir = _log_dir_of(job)
+    readable = log_dir is not None and log_dir.is_dir()
+    if unit is None:
+        if not readable:
+            raise AttachError(f"job {job}: its log directory {log_dir} is not readable from here")
+        assert log_dir is not None
+        listing = unit_logs(log_dir)
+        if as_json:
+            click.echo(json.dumps({"log_dir": str(log_dir), "units": listing}))
+        else:
+            for name, log in listing.items():
+                click.echo(f"{name}\t{log or '-'}")
+        return
+    if not readable:
+        _tail(job, unit, MAX_LOG_LINES, follow)
+        return
+    assert log_dir is not None
+    path = unit_log(log_dir, unit)
+    out = sys.stdout.buffer
+    if not follow:
+        try:
+            out.write(path.read_bytes())
+        except OSError as e:
+            raise AttachError(f"{path}: cannot read: {e.strerror}") from None
+        out.flush()
+        return
+    for data in follow_log(path, log_dir):
+        out.write(data)
+        out.flush()
+
+
+MAX_LOG_LINES = 10_000  # what `srtd logs` asks the job for when it cannot read the log itself

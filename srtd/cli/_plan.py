@@ -76,7 +76,7 @@ def _plans(inputs: Inputs) -> list[Plan]:
 
 
 def _echo_sbatch(inputs: Inputs, plans: list[Plan]) -> None:
-    from srtd.cli._submit import srtd_command
+    from srtd.attach import srtd_command
     from srtd.plan import sbatch_script
 
     for p, loaded in zip(plans, inputs.recipes, strict=True):

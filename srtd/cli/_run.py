@@ -16,6 +16,7 @@ from srtd.errors import LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
     from srtd.launch import PortClaim, SlurmLauncher
+    from srtd.supervisor import Console
     from srtd.unit import Plan
 
 
@@ -104,6 +105,14 @@ def _plan_recipe(recipe: Path, choice: PlanChoice, local: bool) -> tuple[Plan, P
     return build(where, inputs.port_offset or 0), None
 
 
+def _live_console() -> Console:
+    """On a terminal: the attach view of the whole run (docs/attach.md); into a pipe, the lines."""
+    from srtd.attach import RunView
+    from srtd.supervisor import LiveConsole
+
+    return LiveConsole(RunView())
+
+
 def _job_plan(recipe: Path, choice: PlanChoice, local: bool, slurm_job: str | None) -> tuple[Plan, PortClaim | None]:
     """The plan `srtd run` supervises: a saved plan as it is, or the recipe's, planned now."""
     claim = None
@@ -152,7 +161,8 @@ def _slurm_launcher(
 @click.argument("recipe", type=click.Path(path_type=Path))
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
-def run(recipe: Path, choice: PlanChoice, as_json: bool) -> int:
+@click.option("--plain", is_flag=True, help="One line per event also on a terminal (not the live view).")
+def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
 
     Inside a Slurm allocation each unit is a named Slurm step; with --local, or
@@ -173,7 +183,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool) -> int:
     plan, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan)
     _local_path()
-    console = JsonConsole() if as_json else None
+    console = JsonConsole() if as_json else _live_console() if not plain and sys.stderr.isatty() else None
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
     services = [serve, status_service()]
     if local:

@@ -11,20 +11,16 @@ it has ended and exits with the worst job exit code (a job's exit code is srtd's
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from srtd.attach import srtd_command
 from srtd.cli._main import cli
-from srtd.errors import EXIT_OK, LaunchError, UsageError, exit_for_signal
+from srtd.errors import EXIT_OK, LaunchError, UsageError
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -36,19 +32,7 @@ FROZEN_RECIPE = "recipe.yaml"
 FROZEN_CLUSTER = "srtslurm.yaml"
 SCRIPT_NAME = "sbatch.sh"
 BATCH_OUTPUT = "srtd.out"
-_ENDED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
-)
 _POLL = 1.0
-_TOOL_TIMEOUT = 60
-
-
-def srtd_command() -> list[str]:
-    """How to run the srtd that is running now (what a batch script must `exec`)."""
-    beside = Path(sys.executable).parent / "srtd"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    return [sys.executable, "-m", "srtd"]
 
 
 @dataclass
@@ -94,41 +78,16 @@ def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) 
     return Submission(loaded, plan, log_dir, script)
 
 
-def _tool(argv: list[str], what: str) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_TOOL_TIMEOUT, check=False)
-    except FileNotFoundError:
-        raise LaunchError(f"{argv[0]} not found: srtd submit needs Slurm's client tools") from None
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"{what} failed: {e}") from e
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise LaunchError(f"{what} failed: {said[-1] if said else f'exit status {done.returncode}'}")
-    return done.stdout
-
-
 def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> None:
+    from srtd.launch import cancel_job, mark_comment, release_job, submit_held
+
     output = sub.log_dir.replace(JOB_SLOT, "%j") + "/" + BATCH_OUTPUT
     if JOB_SLOT in sub.log_dir:
         # sbatch opens --output before the script runs; the directory must exist then.
         Path(sub.log_dir.split(JOB_SLOT)[0]).mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            ["sbatch", "--parsable", "--hold", f"--output={output}", f"--chdir={Path.cwd()}"],
-            input=sub.script,
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise LaunchError("sbatch not found: srtd submit needs Slurm's client tools") from None
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"sbatch failed: {e}") from e
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()
-        raise LaunchError(f"sbatch refused {sub.plan.name}: {said[-1] if said else done.returncode}")
-    sub.job_id = done.stdout.strip().split(";")[0]
+    # the mark by which `srtd ps` finds srtd's jobs (docs/slurm.md)
+    mark = mark_comment(name=sub.plan.name, variant=sub.loaded.variant, log_dir=sub.log_dir.replace(JOB_SLOT, "%j"))
+    sub.job_id = submit_held(sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name, comment=mark)
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -137,9 +96,9 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
             shutil.copyfile(cluster_file, log_dir / FROZEN_CLUSTER)
         (log_dir / SCRIPT_NAME).write_text(sub.script, encoding="utf-8")
     except OSError as e:
-        _tool(["scancel", sub.job_id], "scancel")
+        cancel_job(sub.job_id)
         raise LaunchError(f"cannot freeze the recipe into {log_dir}: {e.strerror}; job {sub.job_id} cancelled") from e
-    _tool(["scontrol", "release", sub.job_id], f"scontrol release {sub.job_id}")
+    release_job(sub.job_id)
 
 
 def _report(sub: Submission) -> None:
@@ -155,90 +114,32 @@ def _report(sub: Submission) -> None:
     report_submitted(sub.plan.reporting, sub.job_id, job_name=sub.plan.name, recipe=sub.plan.recipe, metadata=metadata)
 
 
-def _job_fields(job_id: str) -> dict[str, str] | None:
-    try:
-        done = subprocess.run(
-            ["scontrol", "--oneliner", "show", "job", job_id],
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return {m.group(1): m.group(2) for m in re.finditer(r"(\w+)=(\S*)", done.stdout)}
-
-
-def _journal_end(log_dir: Path) -> tuple[str, int] | None:
-    """The final job event of srtd's journal: (state, exit code)."""
-    try:
-        lines = (log_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("unit") is None and event.get("state") in ("succeeded", "failed", "cancelled"):
-            return str(event["state"]), int(event.get("exit_code") or 0)
-    return None
-
-
 def _wait(subs: list[Submission]) -> None:
-    pending = [s for s in subs if s.job_id is not None]
-    while pending:
-        for sub in list(pending):
-            assert sub.job_id is not None
-            fields = _job_fields(sub.job_id)
-            state = fields.get("JobState") if fields else None
-            if fields is not None and state not in _ENDED:
-                continue
-            code = None
-            if fields is not None:
-                exit_field = fields.get("ExitCode", "0:0")
-                status, _, sig = exit_field.partition(":")
-                code = int(status) if status.isdigit() else 1
-                if sig.isdigit() and int(sig):
-                    code = exit_for_signal(int(sig))
-            journal = _journal_end(Path(sub.real_log_dir))
-            sub.state = state.lower() if state else (journal[0] if journal else "unknown")
-            if code is None:
-                code = journal[1] if journal else 1
-            sub.exit_code = code
-            pending.remove(sub)
-        if pending:
-            time.sleep(_POLL)
+    """Until every job has ended: its state and exit code (Slurm's, else the journal's)."""
+    from srtd.attach import journal_end
+    from srtd.launch import slurm_exit_code, wait_ended
+
+    ended = wait_ended([s.job_id for s in subs if s.job_id is not None], interval=_POLL)
+    for sub in subs:
+        if sub.job_id is None:
+            continue
+        fields = ended.get(sub.job_id)
+        journal = journal_end(Path(sub.real_log_dir))
+        state = fields.get("JobState") if fields else None
+        sub.state = state.lower() if state else (journal[0] if journal else "unknown")
+        if fields is not None:
+            sub.exit_code = slurm_exit_code(fields)
+        else:
+            sub.exit_code = journal[1] if journal else 1
 
 
-@cli.command()
-@click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--variant", help="Override variant or sweep combination to submit (a name or a glob).")
-@click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read.")
-@click.option("--dry-run", is_flag=True, help="Print the batch scripts; submit nothing.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON line per job (job_id, name, variant, log_dir).")
-@click.option("--wait", "wait", is_flag=True, help="Wait for every job; exit with the worst job exit code.")
-def submit(
-    recipes: tuple[Path, ...],
-    variant: str | None,
-    cluster_config: Path | None,
-    dry_run: bool,
-    as_json: bool,
-    wait: bool,
-) -> int:
-    """Submit RECIPE(s) to Slurm: one job per recipe, override variant or sweep point.
-
-    Each job's batch script is what `srtd plan --sbatch` shows, ending in `exec srtd run
-    <frozen recipe>`: srtd is the batch shell, so it receives the early warning
-    (`--signal=B:USR1@N`) itself.  The recipe is frozen into the job's log directory.
-    """
+def _prepare_all(
+    recipes: tuple[Path, ...], variant: str | None, cluster_config: Path | None
+) -> tuple[Path | None, list[tuple[Submission, str]]]:
+    """Every job the recipes make (one per variant or sweep point), with its recipe's text."""
     from srtd.cluster import load_cluster
     from srtd.recipe import load_recipes
 
-    if dry_run and wait:
-        raise UsageError("--dry-run submits nothing to wait for")
     cluster, cluster_file = load_cluster(cluster_config)
     if cluster_file is not None:
         cluster_file = cluster_file.resolve()
@@ -250,15 +151,54 @@ def submit(
             raise UsageError(f"{recipe}: cannot read: {err.strerror}") from None
         for loaded in load_recipes(recipe, variant=variant):
             prepared.append((_prepare(loaded, cluster, cluster_file), text))
+    return cluster_file, prepared
+
+
+def _print_scripts(prepared: list[tuple[Submission, str]], as_json: bool) -> None:
+    for sub, _ in prepared:
+        if as_json:
+            click.echo(json.dumps({**sub.record(), "script": sub.script}))
+        else:
+            variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
+            click.echo(f"# --- {sub.plan.name}{variant_note}")
+            click.echo(sub.script, nl=False)
+
+
+@cli.command()
+@click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--variant", help="Override variant or sweep combination to submit (a name or a glob).")
+@click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read.")
+@click.option("--dry-run", is_flag=True, help="Print the batch scripts; submit nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per job (job_id, name, variant, log_dir).")
+@click.option("--wait", "wait", is_flag=True, help="Wait for every job; exit with the worst job exit code.")
+@click.option(
+    "--attach", "attach", is_flag=True, help="Show the job live (queue, start, run) until it ends; exit with its code."
+)
+def submit(
+    recipes: tuple[Path, ...],
+    variant: str | None,
+    cluster_config: Path | None,
+    dry_run: bool,
+    as_json: bool,
+    wait: bool,
+    attach: bool,
+) -> int:
+    """Submit RECIPE(s) to Slurm: one job per recipe, override variant or sweep point.
+
+    Each job's batch script is what `srtd plan --sbatch` shows, ending in `exec srtd run
+    <frozen recipe>`: srtd is the batch shell, so it receives the early warning
+    (`--signal=B:USR1@N`) itself.  The recipe is frozen into the job's log directory.
+    """
+    if dry_run and (wait or attach):
+        raise UsageError(f"--dry-run submits nothing to {'attach to' if attach else 'wait for'}")
+    if attach and as_json:
+        raise UsageError("--attach shows the live view; for JSON use --wait --json (or srtd attach JOB --json)")
+    cluster_file, prepared = _prepare_all(recipes, variant, cluster_config)
     if dry_run:
-        for sub, _ in prepared:
-            if as_json:
-                click.echo(json.dumps({**sub.record(), "script": sub.script}))
-            else:
-                variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
-                click.echo(f"# --- {sub.plan.name}{variant_note}")
-                click.echo(sub.script, nl=False)
+        _print_scripts(prepared, as_json)
         return EXIT_OK
+    if attach and len(prepared) != 1:
+        raise UsageError(f"--attach follows one job, and these are {len(prepared)}; choose one with --variant")
     for sub, text in prepared:
         _submit(sub, text, cluster_file)
         _report(sub)
@@ -267,9 +207,14 @@ def submit(
         elif not as_json:
             variant_note = f" (variant {sub.loaded.variant})" if sub.loaded.variant else ""
             click.echo(f"submitted job {sub.job_id}: {sub.plan.name}{variant_note}; logs in {sub.real_log_dir}")
-    if not wait:
+    if not (wait or attach):
         return EXIT_OK
     subs = [s for s, _ in prepared]
+    if attach:
+        from srtd.cli._attach import watch_submitted
+
+        assert subs[0].job_id is not None
+        watch_submitted(subs[0].job_id, Path(subs[0].real_log_dir))
     _wait(subs)
     worst = 0
     for sub in subs:

@@ -18,7 +18,22 @@ if TYPE_CHECKING:
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
     from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
     from srtd.launch._portblock import PORT_OFFSET_STEP, PortClaim, claim_port_block
+    from srtd.launch._queue import (
+        ENDED_STATES,
+        SlurmJob,
+        cancel_job,
+        find_job,
+        mark_comment,
+        read_mark,
+        release_job,
+        show_job,
+        slurm_exit_code,
+        submit_held,
+        user_jobs,
+        wait_ended,
+    )
     from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses, slurmd_targets
+    from srtd.launch._tool import ToolRun, run_slurm_tool, slurm_tool
 
 # The launchers themselves load on first use: `srtd plan` renders srun lines and needs
 # none of them (nor structlog and anyio, which they import).
@@ -27,6 +42,25 @@ _LAZY = {
     **dict.fromkeys(("LOCAL_ADDRESS", "LocalHandle", "LocalLauncher", "unit_argv", "unit_env"), "_local"),
     **dict.fromkeys(("PORT_OFFSET_STEP", "PortClaim", "claim_port_block"), "_portblock"),
     **dict.fromkeys(("SlurmHandle", "SlurmLauncher", "list_steps", "slurm_addresses", "slurmd_targets"), "_slurm"),
+    # Slurm's queue from the outside (srtd submit, ps) and the one helper every Slurm tool runs through
+    **dict.fromkeys(
+        (
+            "ENDED_STATES",
+            "SlurmJob",
+            "cancel_job",
+            "find_job",
+            "mark_comment",
+            "read_mark",
+            "release_job",
+            "show_job",
+            "slurm_exit_code",
+            "submit_held",
+            "user_jobs",
+            "wait_ended",
+        ),
+        "_queue",
+    ),
+    **dict.fromkeys(("ToolRun", "run_slurm_tool", "slurm_tool"), "_tool"),
 }
 
 
@@ -40,6 +74,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ENDED_STATES",
     "LOCAL_ADDRESS",
     "PORT_OFFSET_STEP",
     "ExitStatus",
@@ -54,19 +89,33 @@ __all__ = [
     "LocalLauncher",
     "PortClaim",
     "SlurmHandle",
+    "SlurmJob",
     "SlurmLauncher",
     "StopCause",
+    "ToolRun",
+    "cancel_job",
     "claim_port_block",
+    "find_job",
     "list_steps",
+    "mark_comment",
+    "read_mark",
+    "release_job",
+    "run_slurm_tool",
+    "show_job",
     "signal_name",
     "slurm_addresses",
+    "slurm_exit_code",
+    "slurm_tool",
     "slurmd_targets",
     "srun_argv",
     "srun_line",
     "srun_nodelist",
     "step_name",
+    "submit_held",
     "unit_argv",
     "unit_env",
+    "user_jobs",
+    "wait_ended",
     "with_srun_lines",
     "wrapper_script",
 ]

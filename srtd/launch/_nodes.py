@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 
 from srtd.errors import LaunchError
-
-_TOOL_TIMEOUT = 30.0
+from srtd.launch._tool import run_slurm_tool
 
 
 def parse_nodes(text: str) -> dict[str, dict[str, str]]:
@@ -27,19 +25,12 @@ def parse_nodes(text: str) -> dict[str, dict[str, str]]:
 
 def show_nodes(nodes: Sequence[str], scontrol: str = "scontrol") -> dict[str, dict[str, str]]:
     """`scontrol show node` of `nodes` in one call: node name -> its fields."""
-    try:
-        done = subprocess.run(
-            [scontrol, "--oneliner", "show", "node", ",".join(nodes)],
-            capture_output=True,
-            text=True,
-            timeout=_TOOL_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        raise LaunchError(f"cannot ask Slurm for the nodes' addresses: {e}") from e
-    if done.returncode != 0:
-        raise LaunchError(f"scontrol show node failed: {done.stderr.strip() or done.returncode}")
-    return parse_nodes(done.stdout)
+    done = run_slurm_tool([scontrol, "--oneliner", "show", "node", ",".join(nodes)])
+    if done.code is None:
+        raise LaunchError(f"cannot ask Slurm for the nodes' addresses: {done.said()}")
+    if not done.ok:
+        raise LaunchError(f"scontrol show node failed: {done.said()}")
+    return parse_nodes(done.out)
 
 
 def slurm_addresses(nodes: Sequence[str], scontrol: str = "scontrol") -> tuple[dict[str, str], bool]:

@@ -37,7 +37,7 @@ import contextlib
 import os
 import signal as _signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -52,6 +52,7 @@ from srtd.launch._presence import NodePresence
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, StopCause, signal_name
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
+from srtd.launch._tool import slurm_tool
 from srtd.unit import Unit
 
 log = structlog.get_logger("srtd.launch")
@@ -59,7 +60,6 @@ log = structlog.get_logger("srtd.launch")
 STEP_ID_WAIT = 20.0  # seconds start() waits for the wrapper to record its step id
 _POLL = 0.02
 _SWEEP_WAIT = 15.0  # seconds the exit sweep waits for killed steps to leave squeue
-_TOOL_TIMEOUT = 30.0
 _MESSAGE_LINES = 8
 
 
@@ -79,24 +79,13 @@ def _tail(path: Path, lines: int = _MESSAGE_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-async def _tool(argv: Sequence[str], timeout: float = _TOOL_TIMEOUT) -> tuple[int | None, str]:
-    """Run a Slurm command; (exit status or None when it could not run, stdout)."""
-    with anyio.move_on_after(timeout):
-        try:
-            done = await anyio.run_process(list(argv), check=False, stdin=subprocess.DEVNULL)
-        except OSError as e:
-            return None, str(e)
-        return done.returncode, done.stdout.decode(errors="replace")
-    return None, f"{argv[0]} timed out after {timeout:g} s"
-
-
 async def list_steps(job_id: str, squeue: str = "squeue") -> dict[str, str] | None:
     """`{step id: step name}` of the job's steps Slurm still lists; None if squeue failed."""
-    code, out = await _tool([squeue, "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
-    if code != 0:
+    done = await slurm_tool([squeue, "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
+    if not done.ok:
         return None
     steps: dict[str, str] = {}
-    for line in out.splitlines():
+    for line in done.out.splitlines():
         parts = line.split(maxsplit=1)
         if len(parts) == 2:
             steps[parts[0]] = parts[1].strip()
@@ -290,8 +279,8 @@ class SlurmLauncher:
     async def explain(self, signum: int) -> StopCause | None:
         """Why srtd (the batch shell) got a stop signal, for the journal."""
         if signum == _signal.SIGUSR1:
-            code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
-            left = parse_duration(out.strip()) if code == 0 else None
+            done = await slurm_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
+            left = parse_duration(done.out.strip()) if done.ok else None
             # Slurm may send the early warning up to 60 s before it is due.
             if left is not None and left <= self.early_warning + 60:
                 return StopCause(
@@ -315,7 +304,7 @@ class SlurmLauncher:
         if sig != _signal.SIGKILL:
             argv.append("--full")
         # The exit status is not the truth (22.05 exits 225 after delivering); the step ending is.
-        await _tool([*argv, step])
+        await slurm_tool([*argv, step])
 
     def send(self, step: str, sig: int) -> None:
         """scancel in the background: it can block for MessageTimeout (a node of the job not
@@ -361,8 +350,8 @@ class SlurmLauncher:
 
     async def job_state(self) -> str | None:
         """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""
-        code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
-        return out.strip() or None if code == 0 else None
+        done = await slurm_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
+        return done.out.strip() or None if done.ok else None
 
     async def end_orphan(self, handle: SlurmHandle) -> None:
         """The srun client died: kill its step and wait (bounded) until Slurm no longer lists it."""

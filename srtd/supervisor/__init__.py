@@ -18,6 +18,7 @@ from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
 from srtd.supervisor._console import (
     Console,
     JsonConsole,
+    LiveConsole,
     NullConsole,
     ProgressRow,
     SummaryRow,
@@ -43,6 +44,7 @@ __all__ = [
     "JobResult",
     "Journal",
     "JsonConsole",
+    "LiveConsole",
     "LogLine",
     "NullConsole",
     "ProbeResult",

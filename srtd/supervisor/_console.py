@@ -7,7 +7,8 @@
 - At the end: a summary table (unit, node, state, restarts, exit, ready after) and, when
   the job failed, the culprit with its exit or matched line and its last log lines.
 
-`NullConsole` prints nothing (tests, embedding).
+`LiveConsole`: `srtd run` on a terminal shows the attach view of the whole run instead
+of the lines (`--plain` keeps the lines).  `NullConsole` prints nothing (tests, embedding).
 
 On a pipe or a terminal the consoles write through `NonBlockingStream`: a reader that
 stops reading never stalls the job (see `_nbstream`); `close()` gives it a moment to
@@ -19,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -311,13 +313,17 @@ class TerminalConsole(_StreamWriter):
         for row in rows:
             took = f"{row.seconds:.0f} s" if row.seconds is not None else ""
             table.add_row(row.unit, row.state, took, row.waiting_on)
+        self._show(table, transient=True)
+
+    def _show(self, screen: Any, *, transient: bool) -> None:
+        """Draw `screen` in place of the last one (a rich Live, drawn by the caller: no thread)."""
         if self._broken:
             return
         try:
             if self._live is None:
-                self._live = Live(table, console=self._rich, auto_refresh=False, transient=True)
+                self._live = Live(screen, console=self._rich, auto_refresh=False, transient=transient)
                 self._live.start()
-            self._live.update(table, refresh=True)
+            self._live.update(screen, refresh=True)
         except (OSError, ValueError):
             self._broken = True
 
@@ -355,6 +361,49 @@ class TerminalConsole(_StreamWriter):
     def close(self) -> None:
         self._stop_live()
         _drain(self.stream)
+
+
+class LiveConsole(TerminalConsole):
+    """`srtd run` on a terminal: the attach view of the whole run, redrawn in place, then the summary.
+
+    `render(events)` makes the screen from the events so far (srtd.attach's view; the
+    supervisor does not import attach, so the CLI passes it in).  Drawn by the job's
+    task as events come: at once for a job event and for a unit reaching a state it
+    rests in (ready, backoff, failed), otherwise at most every `refresh` seconds; the
+    last screen stays when the job ends, the summary below it.  Only ever on a TTY:
+    into a pipe `srtd run` keeps `TerminalConsole`'s lines.
+    """
+
+    _RESTING = frozenset({"ready", "backoff", "failed"})
+
+    def __init__(self, render: Callable[[Sequence[Event]], Any], stream: IO[str] | None = None, refresh: float = 0.1):
+        super().__init__(stream, tty=True)
+        self.progress_interval = None  # the view shows what each unit waits on
+        self._render = render
+        self._refresh = refresh
+        self._events: list[Event] = []
+        self._drawn = -float("inf")
+        self._dirty = False
+
+    def event(self, event: Event) -> None:
+        self._events.append(event)
+        self._dirty = True
+        now = time.monotonic()
+        if event.unit is None or event.state in self._RESTING or now - self._drawn >= self._refresh:
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        if not self._broken:
+            self._show(self._render(self._events), transient=False)
+        self._drawn, self._dirty = now, False
+
+    def _stop_live(self) -> None:
+        if self._live is not None and self._dirty:
+            self._draw(time.monotonic())
+        super()._stop_live()
+
+    def output(self, unit: str, text: str) -> None:
+        self._print(Text(f"{unit} | {text}"))  # above the live view
 
 
 def render_table_text(rows: Sequence[SummaryRow], headline: str) -> str:

@@ -93,11 +93,16 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
     try:
         job.socket()
         running = job.running()
-        listed = srtd("ps", "--json")
+        listed = srtd("ps", "--json", "--local")
         assert listed.returncode == 0, listed.stderr
         (entry,) = [json.loads(line) for line in listed.stdout.splitlines()]
-        assert set(entry) == {"job_id", "name", "state", "started", "log_dir", "socket"}
-        assert (entry["name"], entry["state"], entry["log_dir"]) == ("toy-restart", "running", str(log_dir))
+        assert {"job_id", "name", "state", "stage", "started", "log_dir", "socket"} <= set(entry)
+        assert (entry["name"], entry["state"], entry["stage"], entry["log_dir"]) == (
+            "toy-restart",
+            "running",
+            "running",
+            str(log_dir),
+        )
         job_id = entry["job_id"]
         assert job_id == running[0].detail["job_id"]  # type: ignore[index]
 
@@ -164,7 +169,7 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
     finally:
         job.kill()
     check_journal(log_dir / "events.jsonl", [])
-    assert srtd("ps", "--json").stdout == ""
+    assert srtd("ps", "--json", "--local").stdout == ""
     assert_no_leftovers(str(log_dir))
 
 
@@ -369,7 +374,7 @@ def test_a_stale_socket_is_replaced(maker: PlanMaker, runtime: Path) -> None:
     try:
         assert job.socket() == stale
         job.running()
-        listed = [json.loads(line) for line in srtd("ps", "--json").stdout.splitlines()]
+        listed = [json.loads(line) for line in srtd("ps", "--json", "--local").stdout.splitlines()]
         assert [j["socket"] for j in listed] == [str(stale)]
         stopped = srtd("stop", "local-1")
         assert stopped.returncode == 0, stopped.stderr
