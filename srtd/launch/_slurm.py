@@ -37,7 +37,7 @@ import contextlib
 import os
 import signal as _signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -47,6 +47,7 @@ import anyio.abc
 import structlog
 
 from srtd.errors import LaunchError
+from srtd.launch._controller import Controller, backoff, list_steps, parse_duration, run_tool, srun_never_reached
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
 from srtd.launch._process import ChildProcess
@@ -59,8 +60,10 @@ log = structlog.get_logger("srtd.launch")
 STEP_ID_WAIT = 20.0  # seconds start() waits for the wrapper to record its step id
 _POLL = 0.02
 _SWEEP_WAIT = 15.0  # seconds the exit sweep waits for killed steps to leave squeue
-_TOOL_TIMEOUT = 30.0
 _MESSAGE_LINES = 8
+_STOPPING = (_signal.SIGTERM, _signal.SIGKILL, _signal.SIGINT)
+
+Spawn = Callable[[], "subprocess.Popen[bytes]"]  # runs the attempt's srun (again)
 
 
 def _status(returncode: int) -> ExitStatus:
@@ -79,43 +82,24 @@ def _tail(path: Path, lines: int = _MESSAGE_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-async def _tool(argv: Sequence[str], timeout: float = _TOOL_TIMEOUT) -> tuple[int | None, str]:
-    """Run a Slurm command; (exit status or None when it could not run, stdout)."""
-    with anyio.move_on_after(timeout):
-        try:
-            done = await anyio.run_process(list(argv), check=False, stdin=subprocess.DEVNULL)
-        except OSError as e:
-            return None, str(e)
-        return done.returncode, done.stdout.decode(errors="replace")
-    return None, f"{argv[0]} timed out after {timeout:g} s"
-
-
-async def list_steps(job_id: str, squeue: str = "squeue") -> dict[str, str] | None:
-    """`{step id: step name}` of the job's steps Slurm still lists; None if squeue failed."""
-    code, out = await _tool([squeue, "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
-    if code != 0:
-        return None
-    steps: dict[str, str] = {}
-    for line in out.splitlines():
-        parts = line.split(maxsplit=1)
-        if len(parts) == 2:
-            steps[parts[0]] = parts[1].strip()
-    return steps
-
-
 class SlurmHandle:
     """One attempt: an srun client and the step it created."""
 
-    def __init__(self, launcher: SlurmLauncher, unit: Unit, step: str, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, launcher: SlurmLauncher, unit: Unit, step: str, spawn: Spawn) -> None:
         self.launcher = launcher
         self.unit = unit
         self.step = step  # the step's name
         self.record = step_file(launcher.log_dir, step) if unit.srun.shell else None
         self.messages = launcher.log_dir / STEP_DIR / f"{step}.srun"
-        self._child = ChildProcess(popen)
+        self._spawn = spawn
+        self._child = ChildProcess(spawn())
         self._step_id: str | None = None
         self._settled = False
         self._lock = anyio.Lock()
+        self._relaunch = anyio.Lock()
+        self._retries = backoff()
+        self._unreached_since: float | None = None
+        self._stopped = False  # signalled: an srun that never reached the controller is not run again
         self.lost: str | None = None  # set when its node is lost: why
 
     @property
@@ -138,6 +122,10 @@ class SlurmHandle:
             return ExitStatus.unreachable(self.lost)
         return None if status is None else _status_of(status)
 
+    def ended(self) -> bool:
+        """Its srun client has exited (for good or before a run again)."""
+        return self._child.poll() is not None
+
     def give_up(self, reason: str) -> None:
         """Its node is lost: the attempt ends now with `reason`, and is never signalled again."""
         self.lost = reason
@@ -145,6 +133,8 @@ class SlurmHandle:
 
     async def wait(self) -> ExitStatus:
         status = await self._child.wait()
+        while await self._retry(status):
+            status = await self._child.wait()
         if self.lost is not None:
             return ExitStatus.unreachable(self.lost)
         if status.signal is not None and not self._settled:
@@ -163,21 +153,53 @@ class SlurmHandle:
         """
         if self.record is None:
             return  # shell-less: no wrapper writes an id; squeue finds the step by name
-        with anyio.move_on_after(self.launcher.step_id_wait):
+        with anyio.move_on_after(self.launcher.step_id_wait) as scope:
             while self.step_id is None:
                 status = self.poll()
                 if status is not None:
+                    if await self._retry(status):
+                        scope.deadline = anyio.current_time() + self.launcher.step_id_wait
+                        continue
                     if self.step_id is None and status.failed:
                         said = _tail(self.messages) or "(srun printed nothing)"
                         why = f"srun refused step {self.step} ({status.describe()})"
                         raise LaunchError(f"{self.unit.name}: {why}: {said}")
                     return
                 await anyio.sleep(_POLL)
+        if self._unreached_since is not None and self.step_id is not None:
+            self.launcher.controller.answered()
+
+    async def _retry(self, status: ExitStatus) -> bool:
+        """srun failed because slurmctld did not answer, before any task ran: run it again
+        after a backoff (True), while the attempt is not being stopped and patience lasts."""
+        async with self._relaunch:
+            if self._child.poll() is None:
+                return True  # another task ran it again meanwhile
+            said = srun_never_reached(_tail(self.messages)) if status.failed and self.step_id is None else None
+            controller = self.launcher.controller
+            if said is None or self._stopped or self.lost is not None:
+                return False
+            controller.silent(f"srun: {said}")
+            if self._unreached_since is None:
+                self._unreached_since = controller.now()
+            if controller.gave_up(self._unreached_since):
+                return False
+            await anyio.sleep(next(self._retries))
+            if self._stopped:
+                return False
+            log.info("running srun again: slurmctld did not answer", step=self.step)
+            try:
+                self._child = ChildProcess(self._spawn())
+            except OSError:
+                return False  # the failed run's status stands
+            return True
 
     async def find_step(self) -> str | None:
         """The step id from the wrapper's record, else from squeue by the step's (unique) name."""
         if self.step_id is not None:
             return self._step_id
+        # One squeue, not retried: a stop must not wait for a silent controller (the srun
+        # client takes the signal instead).
         steps = await list_steps(self.launcher.job_id, self.launcher.squeue)
         for sid, name in (steps or {}).items():
             if name == self.step:
@@ -185,6 +207,7 @@ class SlurmHandle:
         return self._step_id
 
     async def signal(self, sig: int) -> None:
+        self._stopped = self._stopped or sig in _STOPPING
         if self._child.poll() is not None or self.lost is not None:
             return
         step = await self.find_step()
@@ -193,7 +216,7 @@ class SlurmHandle:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._child.pid, sig)
             return
-        self.launcher.send(step, sig)
+        self.launcher.send(step, sig, self)
 
     async def kill(self) -> None:
         await self.signal(_signal.SIGKILL)
@@ -242,6 +265,7 @@ class SlurmLauncher:
         self.presence = NodePresence(
             slurmd or {}, interval=node_check_interval, lost_after=node_lost_after, on_lost=self.node_lost
         )
+        self.controller = Controller()
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
@@ -290,7 +314,7 @@ class SlurmLauncher:
     async def explain(self, signum: int) -> StopCause | None:
         """Why srtd (the batch shell) got a stop signal, for the journal."""
         if signum == _signal.SIGUSR1:
-            code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
+            code, out, _ = await run_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
             left = parse_duration(out.strip()) if code == 0 else None
             # Slurm may send the early warning up to 60 s before it is due.
             if left is not None and left <= self.early_warning + 60:
@@ -310,20 +334,25 @@ class SlurmLauncher:
         record = step_file(self.log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None
         return srun_argv(unit, job_id=self.job_id, attempt=attempt, log_path=log_path, record=record, srun=self.srun)
 
-    async def scancel(self, step: str, sig: int) -> None:
+    async def scancel(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
+        """Signal `step`; while slurmctld does not answer, again with backoff until the step ends.
+
+        The exit status is not the truth (22.05 exits 225 after delivering, and 0 when the
+        controller never answered); scancel's output and the step ending are.
+        """
         argv = [self.scancel_bin, f"--signal={signal_name(sig).removeprefix('SIG')}"]
         if sig != _signal.SIGKILL:
             argv.append("--full")
-        # The exit status is not the truth (22.05 exits 225 after delivering); the step ending is.
-        await _tool([*argv, step])
+        await self.controller.call([*argv, step], done=handle.ended if handle is not None else lambda: False)
 
-    def send(self, step: str, sig: int) -> None:
+    def send(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
         """scancel in the background: it can block for MessageTimeout (a node of the job not
-        answering makes slurmctld wait for it), and the step ending, seen as srun's exit, is
-        the truth anyway; so a stop never waits for the scancel behind it."""
+        answering makes slurmctld wait for it, a silent slurmctld makes it retry), and the
+        step ending, seen as srun's exit, is the truth anyway; so a stop never waits for the
+        scancel behind it."""
         if self._tg is None:
             raise RuntimeError("SlurmLauncher used outside `async with`")
-        self._tg.start_soon(self.scancel, step, sig)
+        self._tg.start_soon(self.scancel, step, sig, handle)
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> SlurmHandle:
         self._refuse_lost(unit)
@@ -338,13 +367,10 @@ class SlurmLauncher:
                 env.pop(name, None)
         record = step_file(self.log_dir, step)
         messages = self.log_dir / STEP_DIR / f"{step}.srun"
-        try:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_bytes(b"")
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.unlink(missing_ok=True)
-            with open(messages, "wb") as out:
-                popen = subprocess.Popen(
+
+        def spawn() -> subprocess.Popen[bytes]:
+            with open(messages, "wb") as out:  # srun's chatter of this run only: it is judged
+                return subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -353,15 +379,21 @@ class SlurmLauncher:
                     start_new_session=True,  # a Ctrl-C on srtd's terminal is srtd's to handle
                     close_fds=True,
                 )
+
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_bytes(b"")
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.unlink(missing_ok=True)
+            handle = SlurmHandle(self, unit, step, spawn)
         except OSError as e:
             raise LaunchError(f"{unit.name}: cannot start srun: {e}") from e
-        handle = SlurmHandle(self, unit, step, popen)
         self.handles.append(handle)
         return handle
 
     async def job_state(self) -> str | None:
         """The job's state as squeue says (RUNNING, COMPLETING, ...); None if squeue does not answer."""
-        code, out = await _tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
+        code, out, _ = await run_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%T"], 5.0)
         return out.strip() or None if code == 0 else None
 
     async def end_orphan(self, handle: SlurmHandle) -> None:
@@ -393,9 +425,10 @@ class SlurmLauncher:
             return
         abandoned = self.leave_lost()
         live = [h for h in self.handles if h.poll() is None]
-        for handle in live:
-            log.warning("stopping a leftover step", step=handle.step)
-            await handle.kill()
+        async with anyio.create_task_group() as tg:
+            for handle in live:
+                log.warning("stopping a leftover step", step=handle.step)
+                tg.start_soon(handle.kill)
         with anyio.move_on_after(3.0):
             for handle in live:
                 await handle.wait()
@@ -409,7 +442,7 @@ class SlurmLauncher:
             return
         with anyio.move_on_after(_SWEEP_WAIT):
             while True:
-                steps = await list_steps(self.job_id, self.squeue)
+                steps = await list_steps(self.job_id, self.squeue, self.controller)
                 if steps is None:
                     return  # no squeue answer (the job itself has gone): nothing to sweep
                 left = {sid: name for sid, name in steps.items() if name in ours}
@@ -417,7 +450,8 @@ class SlurmLauncher:
                     return
                 for sid, name in left.items():
                     log.warning("killing a step that outlived its srun client", step=name, step_id=sid)
-                    await self.scancel(sid, _signal.SIGKILL)
+                # One scancel for all of them: each call may cost MessageTimeout.
+                await self.controller.call([self.scancel_bin, "--signal=KILL", *left])
                 await anyio.sleep(0.5)
 
     def leave_lost(self) -> set[str]:
@@ -431,23 +465,6 @@ class SlurmLauncher:
             step = handle.step_id or handle.step
             log.warning(f"left to Slurm: step {step} on lost node {nodes}")
         return names
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds in a Slurm duration (`[days-][[hours:]minutes:]seconds`); None if it is not one."""
-    days = 0
-    if "-" in text:
-        head, _, text = text.partition("-")
-        if not head.isdigit():
-            return None
-        days = int(head)
-    parts = text.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        return None
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + int(part)
-    return days * 86400 + seconds
 
 
 __all__ = [
