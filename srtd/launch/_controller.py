@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import anyio
@@ -106,9 +107,10 @@ class Controller:
     def reachable(self) -> bool:
         return self.silent_since is None
 
-    def silent(self, evidence: str) -> None:
+    def silent(self, evidence: str, since: float | None = None) -> None:
+        """A call that began at `since` (default: now) got no answer."""
         if self.silent_since is None:
-            self.silent_since = self.now()
+            self.silent_since = self.now() if since is None else since
             log.warning(
                 f"slurmctld does not answer ({evidence}); srtd keeps supervising what runs "
                 "and retries its Slurm calls until it answers"
@@ -134,12 +136,13 @@ class Controller:
         """
         since = self.now()
         for delay in backoff():
+            began = self.now()
             result = await run_tool(argv, timeout)
             evidence = result.unreached
             if evidence is None:
                 self.answered()
                 return result
-            self.silent(f"{argv[0]}: {evidence}")
+            self.silent(f"{Path(argv[0]).name}: {evidence}", since=began)
             if done() or self.gave_up(since):
                 return result
             await anyio.sleep(delay)

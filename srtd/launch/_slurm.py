@@ -92,6 +92,7 @@ class SlurmHandle:
         self.record = step_file(launcher.log_dir, step) if unit.srun.shell else None
         self.messages = launcher.log_dir / STEP_DIR / f"{step}.srun"
         self._spawn = spawn
+        self._spawned = launcher.controller.now()
         self._child = ChildProcess(spawn())
         self._step_id: str | None = None
         self._settled = False
@@ -179,9 +180,9 @@ class SlurmHandle:
             controller = self.launcher.controller
             if said is None or self._stopped or self.lost is not None:
                 return False
-            controller.silent(f"srun: {said}")
+            controller.silent(said, since=self._spawned)
             if self._unreached_since is None:
-                self._unreached_since = controller.now()
+                self._unreached_since = self._spawned
             if controller.gave_up(self._unreached_since):
                 return False
             await anyio.sleep(next(self._retries))
@@ -189,6 +190,7 @@ class SlurmHandle:
                 return False
             log.info("running srun again: slurmctld did not answer", step=self.step)
             try:
+                self._spawned = controller.now()
                 self._child = ChildProcess(self._spawn())
             except OSError:
                 return False  # the failed run's status stands
