@@ -37,7 +37,7 @@ import contextlib
 import os
 import signal as _signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -212,6 +212,8 @@ class SlurmHandle:
         self._stopped = self._stopped or sig in _STOPPING
         if self._child.poll() is not None or self.lost is not None:
             return
+        if sig in _STOPPING:
+            self.launcher.hurry(self.unit.nodes)  # a lost node must not hold the stop for `node_lost_after`
         step = await self.find_step()
         if step is None:
             # Not started yet (or not findable): srun forwards the signal to its tasks.
@@ -303,6 +305,12 @@ class SlurmLauncher:
         for handle in self.handles:
             if node in handle.unit.nodes and handle.poll() is None:
                 handle.give_up(reason)
+
+    def hurry(self, nodes: Sequence[str]) -> None:
+        """Decide soon whether `nodes` are lost (`NodePresence.hurry`), in the background."""
+        if self._tg is not None:
+            for node in nodes:
+                self._tg.start_soon(self.presence.hurry, node)
 
     def _refuse_lost(self, unit: Unit) -> None:
         for node in unit.nodes:

@@ -588,6 +588,8 @@ class UnitRunner:
             note = "did not exit after SIGKILL"
         elif killed:
             note = f"killed after {self.unit.terminate_timeout:g} s ({signal_name(signal.SIGTERM)} not obeyed)"
+        elif self.status.lost is not None:
+            note = f"left to Slurm: {self.status.lost}"  # its node went while it was being stopped
         else:
             note = "stopped"
         if self.failure:
