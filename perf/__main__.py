@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _collector, _latency, _peers, _plan, _watching
+    from perf import _collector, _latency, _peers, _plan, _watching, node_loss
 
     return {
         "exits": _latency.exits,
@@ -36,6 +36,7 @@ def scenarios() -> dict[str, Scenario]:
         "plan": _plan.plan_speed,
         "peers": _peers.peers,
         "collector": _collector.put_storm,
+        "node_loss": node_loss.node_loss,  # needs the dev Slurm cluster; skipped without it
     }
 
 

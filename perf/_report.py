@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
+from perf.node_loss import section as node_loss_section
 
 PAGE = REPO / "docs" / "performance.md"
 IMAGES = REPO / "docs" / "img"
-ORDER = ("exits", "readiness", "makespan", "teardown", "watching", "plan", "peers", "collector")
+ORDER = ("exits", "readiness", "makespan", "teardown", "watching", "plan", "peers", "collector", "node_loss")
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -325,6 +326,7 @@ SECTIONS = {
     "plan": _plan,
     "peers": _peers,
     "collector": _collector,
+    "node_loss": node_loss_section,
 }
 
 
