@@ -145,3 +145,28 @@ async def test_a_stop_while_srun_waits_to_run_again_runs_nothing(tmp_path: Path)
     assert status.code == 1
     assert (tmp_path / "srun-count").read_text().strip() == "1"
     assert not (tmp_path / "started").exists()
+
+
+@pytest.mark.anyio
+async def test_the_exit_sweep_kills_every_leftover_step_with_one_scancel(tmp_path: Path) -> None:
+    steps = tmp_path / "steps"
+    calls = tmp_path / "scancel-calls"
+    squeue = _script(
+        tmp_path / "squeue",
+        f'case "$*" in *--steps*) cat {steps} 2>/dev/null;; *) echo RUNNING;; esac\n',
+    )
+    scancel = _script(
+        tmp_path / "scancel", f'echo "$*" >> {calls}\n[ "$1" = --signal=KILL ] && rm -f {steps}\nexit 0\n'
+    )
+    log_dir = tmp_path / "logs"
+    async with SlurmLauncher(
+        job_id="7", log_dir=log_dir, srun=str(_fake_srun(tmp_path, 0)), squeue=str(squeue), scancel=str(scancel)
+    ) as launcher:
+        for name in ("w0", "w1"):
+            unit = _unit(tmp_path).model_copy(update={"name": name, "log": f"{name}.out"})
+            handle = await launcher.start(unit, attempt=0, log_path=log_dir / unit.log)
+            await handle.settle()
+            await handle.wait()
+        # Their srun clients are gone, but Slurm still lists both steps (as after a lost client).
+        steps.write_text("7.0 w0\n7.1 w1\n")
+    assert calls.read_text().splitlines() == ["--signal=KILL 7.0 7.1"]
