@@ -71,10 +71,15 @@ async def run_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT) -> ToolRe
     return ToolResult(None, "", f"{argv[0]} did not end within {timeout:g} s: timed out")
 
 
+# scancel's words when slurmctld answered but a node of the job did not (a lost node):
+# the signal reached the healthy nodes, and the controller is not the one silent.
+NODE_ERRORS = ("Kill job error on job step id",)
+
+
 def communication_error(text: str) -> str | None:
-    """The first line of `text` that carries one of Slurm's communication errors."""
+    """The first line of `text` that carries one of Slurm's communication errors with slurmctld."""
     for line in text.splitlines():
-        if any(error in line for error in COMMUNICATION_ERRORS):
+        if any(error in line for error in COMMUNICATION_ERRORS) and not any(n in line for n in NODE_ERRORS):
             return line.strip()
     return None
 

@@ -37,6 +37,8 @@ def test_slurms_communication_errors_are_recognised_and_a_refusal_is_not() -> No
     refused = "srun: error: Unable to create step for job 115: Requested node configuration is not available\n"
     assert srun_never_reached(refused) is None
     assert communication_error(refused) is None
+    # A lost node makes scancel say this though slurmctld answered (docs/failures.md#a-lost-node).
+    assert communication_error("Kill job error on job step id 134.1: Communication connection failure\n") is None
     # A task's own output that happens to mention a timeout is not srun failing to reach Slurm.
     assert srun_never_reached("worker: Socket timed out on send/recv operation\n") is None
 
