@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _collector, _latency, _peers, _plan, _relay, _watching
+    from perf import _collector, _latency, _peers, _plan, _relay, _watching, node_loss
 
     return {
         "exits": _latency.exits,
@@ -37,6 +37,7 @@ def scenarios() -> dict[str, Scenario]:
         "peers": _peers.peers,
         "collector": _collector.put_storm,
         "attach-relay": _relay.relay,  # needs the dev Slurm cluster (scripts/slurm-dev-cluster up 4)
+        "node_loss": node_loss.node_loss,  # needs the dev Slurm cluster; skipped without it
     }
 
 

@@ -9,10 +9,22 @@ from pathlib import Path
 from typing import Any
 
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
+from perf.node_loss import section as node_loss_section
 
 PAGE = REPO / "docs" / "performance.md"
 IMAGES = REPO / "docs" / "img"
-ORDER = ("exits", "readiness", "makespan", "teardown", "watching", "plan", "peers", "collector", "attach-relay")
+ORDER = (
+    "exits",
+    "readiness",
+    "makespan",
+    "teardown",
+    "watching",
+    "plan",
+    "peers",
+    "collector",
+    "attach-relay",
+    "node_loss",
+)
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -351,6 +363,7 @@ SECTIONS = {
     "peers": _peers,
     "collector": _collector,
     "attach-relay": _attach_relay,
+    "node_loss": node_loss_section,
 }
 
 

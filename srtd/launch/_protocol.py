@@ -16,8 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self
 
-# Defined once, with the other exit codes; re-exported for the launchers that decode Slurm's 128 + N.
-from srtd.errors import EXIT_SIGNAL_BASE as EXIT_SIGNAL_BASE  # noqa: PLC0414
+# A signal N as an exit code (128 + N) is the exit-code table's to say.
 from srtd.errors import exit_for_signal
 from srtd.unit import Unit
 

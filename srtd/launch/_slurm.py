@@ -37,7 +37,7 @@ import contextlib
 import os
 import signal as _signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -46,11 +46,12 @@ import anyio
 import anyio.abc
 import structlog
 
-from srtd.errors import LaunchError
+from srtd.errors import EXIT_SIGNAL_BASE, LaunchError
+from srtd.launch._controller import Controller, backoff, list_steps, parse_duration, srun_never_reached
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
 from srtd.launch._process import ChildProcess
-from srtd.launch._protocol import EXIT_SIGNAL_BASE, ExitStatus, StopCause, signal_name
+from srtd.launch._protocol import ExitStatus, StopCause, signal_name
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
 from srtd.launch._tool import slurm_tool
 from srtd.unit import Unit
@@ -61,6 +62,9 @@ STEP_ID_WAIT = 20.0  # seconds start() waits for the wrapper to record its step 
 _POLL = 0.02
 _SWEEP_WAIT = 15.0  # seconds the exit sweep waits for killed steps to leave squeue
 _MESSAGE_LINES = 8
+_STOPPING = (_signal.SIGTERM, _signal.SIGKILL, _signal.SIGINT)
+
+Spawn = Callable[[], "subprocess.Popen[bytes]"]  # runs the attempt's srun (again)
 
 
 def _status(returncode: int) -> ExitStatus:
@@ -79,32 +83,25 @@ def _tail(path: Path, lines: int = _MESSAGE_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-async def list_steps(job_id: str, squeue: str = "squeue") -> dict[str, str] | None:
-    """`{step id: step name}` of the job's steps Slurm still lists; None if squeue failed."""
-    done = await slurm_tool([squeue, "--steps", f"--jobs={job_id}", "--noheader", "--format=%i %j"])
-    if not done.ok:
-        return None
-    steps: dict[str, str] = {}
-    for line in done.out.splitlines():
-        parts = line.split(maxsplit=1)
-        if len(parts) == 2:
-            steps[parts[0]] = parts[1].strip()
-    return steps
-
-
 class SlurmHandle:
     """One attempt: an srun client and the step it created."""
 
-    def __init__(self, launcher: SlurmLauncher, unit: Unit, step: str, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, launcher: SlurmLauncher, unit: Unit, step: str, spawn: Spawn) -> None:
         self.launcher = launcher
         self.unit = unit
         self.step = step  # the step's name
         self.record = step_file(launcher.log_dir, step) if unit.srun.shell else None
         self.messages = launcher.log_dir / STEP_DIR / f"{step}.srun"
-        self._child = ChildProcess(popen)
+        self._spawn = spawn
+        self._spawned = launcher.controller.now()
+        self._child = ChildProcess(spawn())
         self._step_id: str | None = None
         self._settled = False
         self._lock = anyio.Lock()
+        self._relaunch = anyio.Lock()
+        self._retries = backoff()
+        self._unreached_since: float | None = None
+        self._stopped = False  # signalled: an srun that never reached the controller is not run again
         self.lost: str | None = None  # set when its node is lost: why
 
     @property
@@ -127,6 +124,10 @@ class SlurmHandle:
             return ExitStatus.unreachable(self.lost)
         return None if status is None else _status_of(status)
 
+    def ended(self) -> bool:
+        """Its srun client has exited (for good or before a run again)."""
+        return self._child.poll() is not None
+
     def give_up(self, reason: str) -> None:
         """Its node is lost: the attempt ends now with `reason`, and is never signalled again."""
         self.lost = reason
@@ -134,6 +135,8 @@ class SlurmHandle:
 
     async def wait(self) -> ExitStatus:
         status = await self._child.wait()
+        while await self._retry(status):
+            status = await self._child.wait()
         if self.lost is not None:
             return ExitStatus.unreachable(self.lost)
         if status.signal is not None and not self._settled:
@@ -152,21 +155,54 @@ class SlurmHandle:
         """
         if self.record is None:
             return  # shell-less: no wrapper writes an id; squeue finds the step by name
-        with anyio.move_on_after(self.launcher.step_id_wait):
+        with anyio.move_on_after(self.launcher.step_id_wait) as scope:
             while self.step_id is None:
                 status = self.poll()
                 if status is not None:
+                    if await self._retry(status):
+                        scope.deadline = anyio.current_time() + self.launcher.step_id_wait
+                        continue
                     if self.step_id is None and status.failed:
                         said = _tail(self.messages) or "(srun printed nothing)"
                         why = f"srun refused step {self.step} ({status.describe()})"
                         raise LaunchError(f"{self.unit.name}: {why}: {said}")
                     return
                 await anyio.sleep(_POLL)
+        if self._unreached_since is not None and self.step_id is not None:
+            self.launcher.controller.answered()
+
+    async def _retry(self, status: ExitStatus) -> bool:
+        """srun failed because slurmctld did not answer, before any task ran: run it again
+        after a backoff (True), while the attempt is not being stopped and patience lasts."""
+        async with self._relaunch:
+            if self._child.poll() is None:
+                return True  # another task ran it again meanwhile
+            said = srun_never_reached(_tail(self.messages)) if status.failed and self.step_id is None else None
+            controller = self.launcher.controller
+            if said is None or self._stopped or self.lost is not None:
+                return False
+            controller.silent(said, since=self._spawned)
+            if self._unreached_since is None:
+                self._unreached_since = self._spawned
+            if controller.gave_up(self._unreached_since):
+                return False
+            await anyio.sleep(next(self._retries))
+            if self._stopped:
+                return False
+            log.info("running srun again: slurmctld did not answer", step=self.step)
+            try:
+                self._spawned = controller.now()
+                self._child = ChildProcess(self._spawn())
+            except OSError:
+                return False  # the failed run's status stands
+            return True
 
     async def find_step(self) -> str | None:
         """The step id from the wrapper's record, else from squeue by the step's (unique) name."""
         if self.step_id is not None:
             return self._step_id
+        # One squeue, not retried: a stop must not wait for a silent controller (the srun
+        # client takes the signal instead).
         steps = await list_steps(self.launcher.job_id, self.launcher.squeue)
         for sid, name in (steps or {}).items():
             if name == self.step:
@@ -174,15 +210,18 @@ class SlurmHandle:
         return self._step_id
 
     async def signal(self, sig: int) -> None:
+        self._stopped = self._stopped or sig in _STOPPING
         if self._child.poll() is not None or self.lost is not None:
             return
+        if sig in _STOPPING:
+            self.launcher.hurry(self.unit.nodes)  # a lost node must not hold the stop for `node_lost_after`
         step = await self.find_step()
         if step is None:
             # Not started yet (or not findable): srun forwards the signal to its tasks.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._child.pid, sig)
             return
-        self.launcher.send(step, sig)
+        self.launcher.send(step, sig, self)
 
     async def kill(self) -> None:
         await self.signal(_signal.SIGKILL)
@@ -231,6 +270,7 @@ class SlurmLauncher:
         self.presence = NodePresence(
             slurmd or {}, interval=node_check_interval, lost_after=node_lost_after, on_lost=self.node_lost
         )
+        self.controller = Controller()
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
@@ -267,6 +307,12 @@ class SlurmLauncher:
             if node in handle.unit.nodes and handle.poll() is None:
                 handle.give_up(reason)
 
+    def hurry(self, nodes: Sequence[str]) -> None:
+        """Decide soon whether `nodes` are lost (`NodePresence.hurry`), in the background."""
+        if self._tg is not None:
+            for node in nodes:
+                self._tg.start_soon(self.presence.hurry, node)
+
     def _refuse_lost(self, unit: Unit) -> None:
         for node in unit.nodes:
             evidence = self.presence.lost.get(node)
@@ -299,20 +345,25 @@ class SlurmLauncher:
         record = step_file(self.log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None
         return srun_argv(unit, job_id=self.job_id, attempt=attempt, log_path=log_path, record=record, srun=self.srun)
 
-    async def scancel(self, step: str, sig: int) -> None:
+    async def scancel(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
+        """Signal `step`; while slurmctld does not answer, again with backoff until the step ends.
+
+        The exit status is not the truth (22.05 exits 225 after delivering, and 0 when the
+        controller never answered); scancel's output and the step ending are.
+        """
         argv = [self.scancel_bin, f"--signal={signal_name(sig).removeprefix('SIG')}"]
         if sig != _signal.SIGKILL:
             argv.append("--full")
-        # The exit status is not the truth (22.05 exits 225 after delivering); the step ending is.
-        await slurm_tool([*argv, step])
+        await self.controller.call([*argv, step], done=handle.ended if handle is not None else lambda: False)
 
-    def send(self, step: str, sig: int) -> None:
+    def send(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
         """scancel in the background: it can block for MessageTimeout (a node of the job not
-        answering makes slurmctld wait for it), and the step ending, seen as srun's exit, is
-        the truth anyway; so a stop never waits for the scancel behind it."""
+        answering makes slurmctld wait for it, a silent slurmctld makes it retry), and the
+        step ending, seen as srun's exit, is the truth anyway; so a stop never waits for the
+        scancel behind it."""
         if self._tg is None:
             raise RuntimeError("SlurmLauncher used outside `async with`")
-        self._tg.start_soon(self.scancel, step, sig)
+        self._tg.start_soon(self.scancel, step, sig, handle)
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> SlurmHandle:
         self._refuse_lost(unit)
@@ -327,13 +378,10 @@ class SlurmLauncher:
                 env.pop(name, None)
         record = step_file(self.log_dir, step)
         messages = self.log_dir / STEP_DIR / f"{step}.srun"
-        try:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_bytes(b"")
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.unlink(missing_ok=True)
-            with open(messages, "wb") as out:
-                popen = subprocess.Popen(
+
+        def spawn() -> subprocess.Popen[bytes]:
+            with open(messages, "wb") as out:  # srun's chatter of this run only: it is judged
+                return subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -342,9 +390,15 @@ class SlurmLauncher:
                     start_new_session=True,  # a Ctrl-C on srtd's terminal is srtd's to handle
                     close_fds=True,
                 )
+
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_bytes(b"")
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.unlink(missing_ok=True)
+            handle = SlurmHandle(self, unit, step, spawn)
         except OSError as e:
             raise LaunchError(f"{unit.name}: cannot start srun: {e}") from e
-        handle = SlurmHandle(self, unit, step, popen)
         self.handles.append(handle)
         return handle
 
@@ -382,9 +436,10 @@ class SlurmLauncher:
             return
         abandoned = self.leave_lost()
         live = [h for h in self.handles if h.poll() is None]
-        for handle in live:
-            log.warning("stopping a leftover step", step=handle.step)
-            await handle.kill()
+        async with anyio.create_task_group() as tg:
+            for handle in live:
+                log.warning("stopping a leftover step", step=handle.step)
+                tg.start_soon(handle.kill)
         with anyio.move_on_after(3.0):
             for handle in live:
                 await handle.wait()
@@ -398,7 +453,7 @@ class SlurmLauncher:
             return
         with anyio.move_on_after(_SWEEP_WAIT):
             while True:
-                steps = await list_steps(self.job_id, self.squeue)
+                steps = await list_steps(self.job_id, self.squeue, self.controller)
                 if steps is None:
                     return  # no squeue answer (the job itself has gone): nothing to sweep
                 left = {sid: name for sid, name in steps.items() if name in ours}
@@ -406,7 +461,8 @@ class SlurmLauncher:
                     return
                 for sid, name in left.items():
                     log.warning("killing a step that outlived its srun client", step=name, step_id=sid)
-                    await self.scancel(sid, _signal.SIGKILL)
+                # One scancel for all of them: each call may cost MessageTimeout.
+                await self.controller.call([self.scancel_bin, "--signal=KILL", *left])
                 await anyio.sleep(0.5)
 
     def leave_lost(self) -> set[str]:
@@ -420,23 +476,6 @@ class SlurmLauncher:
             step = handle.step_id or handle.step
             log.warning(f"left to Slurm: step {step} on lost node {nodes}")
         return names
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds in a Slurm duration (`[days-][[hours:]minutes:]seconds`); None if it is not one."""
-    days = 0
-    if "-" in text:
-        head, _, text = text.partition("-")
-        if not head.isdigit():
-            return None
-        days = int(head)
-    parts = text.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        return None
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + int(part)
-    return days * 86400 + seconds
 
 
 __all__ = [

@@ -18,6 +18,28 @@ import anyio
 
 TOOL_TIMEOUT = 30.0
 
+# Slurm's own texts (slurm_strerror) for "the message never got an answer".
+COMMUNICATION_ERRORS = (
+    "Socket timed out on send/recv operation",
+    "Unable to contact slurm controller",
+    "Communication connection failure",
+    "Communication send failure",
+    "Communication receive failure",
+    "Zero Bytes were transmitted or received",
+    "Slurm backup controller in standby mode",
+)
+# scancel's words when slurmctld answered but a node of the job did not (a lost node):
+# the signal reached the healthy nodes, and the controller is not the one silent.
+NODE_ERRORS = ("Kill job error on job step id",)
+
+
+def communication_error(text: str) -> str | None:
+    """The first line of `text` that carries one of Slurm's communication errors with slurmctld."""
+    for line in text.splitlines():
+        if any(error in line for error in COMMUNICATION_ERRORS) and not any(n in line for n in NODE_ERRORS):
+            return line.strip()
+    return None
+
 
 @dataclass(frozen=True)
 class ToolRun:
@@ -32,6 +54,14 @@ class ToolRun:
     @property
     def ok(self) -> bool:
         return self.code == 0
+
+    @property
+    def unreached(self) -> str | None:
+        """Why this call did not reach slurmctld, if it did not (Slurm's own words, or the timeout)."""
+        said = communication_error(self.out + "\n" + self.err)
+        if said is None and self.code is None and not self.missing and " timed out after " in self.err:
+            return self.err
+        return said
 
     def said(self) -> str:
         """Its last line of complaint (stderr, else stdout), or how it ended."""

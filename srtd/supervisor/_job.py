@@ -262,6 +262,7 @@ class Job:
         """Every unit's task until the end decision, then the teardown; how the job ends."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            tg.start_soon(self.journal.write_behind)  # the journal's file writes, off the event loop
             self._watcher = open_watcher(self.log_watch)
             tg.start_soon(self._watcher.run)
             for runner in self.runners.values():

@@ -12,6 +12,14 @@ stops the job: the event is still numbered, folded and broadcast, `on_write_erro
 told once, and every later `emit` tries to catch up, appending the events the file is
 missing; a short write is cut back at once, so the file only ever holds whole lines.
 What was written stays; what was not is in `events`, for the post-mortem.
+
+While the job runs, `write_behind` (a task of the job's task group) does the writing
+in a worker thread (`anyio.to_thread`, the anyio idiom for a blocking file call), so
+a slow or hung mount delays the file, never a decision: `emit` only queues the line.
+One writer, one call at a time, the lines of each call in `seq` order: the file's
+order is the events' order.  Without that task (before it starts, after it is
+cancelled, in tests) `emit` writes at once, as before.  `write` is the seam a test
+replaces to simulate a hung or failing file system.
 """
 
 from __future__ import annotations
@@ -31,11 +39,28 @@ from pydantic import ValidationError
 from srtd.events import Event, JobState, JobView, UnitState
 
 Listener = Callable[[Event], None]
+Write = Callable[[int, bytes], int]  # os.write's shape
+
+
+def _write_all(write: Write, fd: int, data: bytes, good_size: int) -> OSError | None:
+    """Write all of `data`; on failure cut the file back to `good_size` (no torn line)."""
+    try:
+        done = 0
+        while done < len(data):
+            done += write(fd, data[done:])
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, good_size)
+        return err
+    return None
 
 
 class Journal:
-    def __init__(self, path: Path | None, unit_names: Sequence[str]) -> None:
+    def __init__(self, path: Path | None, unit_names: Sequence[str], write: Write = os.write) -> None:
         self.path = path
+        self._os_write = write
+        self._queued = anyio.Event()  # set while write_behind has lines to write
+        self._behind = False  # write_behind runs: emit only queues
         self.view = JobView.fold([], list(unit_names))
         self.events: list[Event] = []
         self._seq = 0
@@ -93,32 +118,57 @@ class Journal:
         )
         self.events.append(event)
         self._unwritten += 1
-        self._write()
+        if self._behind:
+            self._queued.set()
+        else:
+            self._write()
         self.view.apply(event)
         for listener in list(self._listeners):
             listener(event)
         self._broadcast(event)
         return event
 
+    def _pending(self) -> tuple[int, bytes]:
+        """How many events the file lacks, and their lines."""
+        count = self._unwritten
+        return count, "".join(e.to_line() for e in self.events[len(self.events) - count :]).encode()
+
     def _write(self) -> None:
-        """Append the events the file lacks; on failure keep them, say so once."""
+        """Append the events the file lacks, here and now."""
         if self._fd is None or not self._unwritten:
             return
-        data = "".join(e.to_line() for e in self.events[-self._unwritten :]).encode()
+        count, data = self._pending()
+        self._written(count, data, _write_all(self._os_write, self._fd, data, self._good_size))
+
+    async def write_behind(self) -> None:
+        """Write queued events in a worker thread until cancelled; then `emit` writes at once again."""
+        self._behind = True
         try:
-            done = 0
-            while done < len(data):
-                done += os.write(self._fd, data[done:])
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._good_size)  # a short write leaves no torn line
+            while True:
+                await self._queued.wait()
+                self._queued = anyio.Event()
+                if self._fd is None or not self._unwritten:
+                    continue
+                fd, (count, data) = self._fd, self._pending()
+                # Shielded, never abandoned: a cancel waits for this write and its bookkeeping,
+                # so no later write overtakes it and nothing is written twice.
+                with anyio.CancelScope(shield=True):
+                    error = await anyio.to_thread.run_sync(_write_all, self._os_write, fd, data, self._good_size)
+                    self._written(count, data, error)
+        finally:
+            self._behind = False
+
+    def _written(self, count: int, data: bytes, error: OSError | None) -> None:
+        """The outcome of writing the `count` oldest unwritten events (`data`)."""
+        if error is not None:
             if self.write_error is None:
-                self.write_error = f"{self.path}: {err.strerror or err}"
+                self.write_error = f"{self.path}: {error.strerror or error}"
                 if self.on_write_error is not None:
                     self.on_write_error(self.write_error)
             return
         self._good_size += len(data)
-        caught_up, self._unwritten = self._unwritten, 0
+        self._unwritten -= count
+        caught_up = count
         if self.write_error is not None:
             self.write_error = None
             if self.on_write_resumed is not None:

@@ -73,6 +73,8 @@ async def terminate(runner: UnitRunner) -> None:
         note = "did not exit after SIGKILL"
     elif killed:
         note = f"killed after {runner.unit.terminate_timeout:g} s ({signal_name(signal.SIGTERM)} not obeyed)"
+    elif runner.status.lost is not None:
+        note = f"left to Slurm: {runner.status.lost}"  # its node went while it was being stopped
     else:
         note = "stopped"
     if runner.failure:

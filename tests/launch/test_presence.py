@@ -6,7 +6,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from srtd.launch._presence import NodePresence, connect_error
+from srtd.launch._presence import HURRY_LOST, NodePresence, connect_error
 
 
 async def _closed_port() -> int:
@@ -45,3 +45,27 @@ async def test_a_node_whose_slurmd_refuses_is_lost_once_after_the_bound_and_a_li
 @pytest.mark.anyio
 async def test_connect_error_says_what_went_wrong() -> None:
     assert await connect_error("127.0.0.1", await _closed_port()) == "Connection refused"
+
+
+@pytest.mark.anyio
+async def test_a_hurried_node_is_decided_within_the_hurry_bound_and_a_live_one_is_left_alone() -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    alive = listener.extra(anyio.abc.SocketAttribute.local_port)
+    dead = await _closed_port()
+    lost: list[str] = []
+    presence = NodePresence(
+        {"node1": ("127.0.0.1", alive), "node2": ("127.0.0.1", dead)},
+        interval=3,
+        lost_after=10,
+        on_lost=lambda node, why: lost.append(node),
+    )
+    async with listener:
+        began = anyio.current_time()
+        presence._last_ok = {"node1": began, "node2": began}
+        await presence.hurry("node1")
+        assert anyio.current_time() - began < 1  # it answered the first connect: nothing to hurry
+        await presence.hurry("node2")
+        took = anyio.current_time() - began
+    assert lost == ["node2"]
+    assert HURRY_LOST <= took < HURRY_LOST + 2  # not the 10 s of `lost_after`
+    assert presence.lost["node2"].endswith(": Connection refused")

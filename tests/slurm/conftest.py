@@ -113,7 +113,7 @@ def final_job_event(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def unit_finals(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {e.get("unit"): e for e in events if e.get("unit") is not None and e["state"] in ("stopped", "failed")}
+    return {str(e["unit"]): e for e in events if e.get("unit") is not None and e["state"] in ("stopped", "failed")}
 
 
 def sbatch(script: str, cwd: Path, *extra: str) -> str:

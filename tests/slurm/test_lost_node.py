@@ -132,3 +132,25 @@ def test_a_restartable_worker_on_a_lost_node_is_not_relaunched_there(
     assert end["state"] == "failed"
     assert end["exit_code"] == 1
     _after_restore(job)
+
+
+def test_a_stop_right_after_a_node_dies_still_ends_within_killwait(
+    tmp_path: Path, token: str, cluster_restored: None
+) -> None:
+    """The stop comes before the presence check could notice: the stop itself hurries the verdict."""
+    job, log_dir, _ = _start(tmp_path, token)
+    kill_node("node2", job)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], check=True, timeout=30)
+    end = _end(job, log_dir)
+    events = journal(log_dir)
+    stopping = next(e for e in events if e.get("unit") is None and e["state"] == "stopping")
+    assert end["ts"] - stopping["ts"] <= KILL_WAIT + 5, end["ts"] - stopping["ts"]
+    assert (end["state"], end["exit_code"]) == ("cancelled", 138), end
+    finals = unit_finals(events)
+    assert finals["agg_0_node1"]["state"] == "stopped"
+    assert finals["service_registry"]["state"] == "stopped"
+    lost = finals[LOST]
+    assert lost["state"] == "stopped"
+    assert lost["reason"].startswith("left to Slurm: node node2 lost (slurmd at 127.0.0.3:17002 "), lost
+    assert f"left to Slurm: step {job}." in (tmp_path / "batch.out").read_text()
+    _after_restore(job)
