@@ -154,6 +154,26 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
     )
 
 
+def test_per_node_exporters_skip_a_node_reserved_for_the_discovery_plane() -> None:
+    # srtctl's rule (features/infra-services.yaml's snapshot): etcd and NATS on a dedicated
+    # node, the exporters on every other node of the job, and the scraper's targets follow
+    body = DYNAMO_2 + (
+        "services:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n"
+        "  - {name: nats, type: nats, placement: {node: dedicated}}\n"
+    )
+    p = plan(body, head=HEAD_TACH)
+    assert p.unit("service_etcd").nodes == ("node1",)
+    assert [n for n in services(p) if "exporter" in n] == [
+        "service_dcgm-exporter_node2",
+        "service_dcgm-exporter_node3",
+        "service_node-exporter_node2",
+        "service_node-exporter_node3",
+    ]
+    config = p.files["outputs/local/logs/tachometer_config.toml"]
+    assert "node1:9101" not in config
+    assert 'url = "http://node3:9101/metrics"' in config
+
+
 def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_known() -> None:
     body = DYNAMO_2 + "benchmark: {type: sa-bench, isl: 8, osl: 8, concurrencies: [1], placement: {node: dedicated}}\n"
     p = plan(body, Cluster(binaries={"process-exporter": "/opt/bin/process-exporter"}), head=HEAD_TACH)
