@@ -196,6 +196,21 @@ def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_know
         "-recheck=false",
     )
     assert not any("process-exporter" in w for w in p.warnings)
+    # the benchmark client is told where it runs, under srtctl's names
+    bench = p.unit("benchmark").env
+    assert {k: v for k, v in bench.items() if k.startswith("SRT_SERVICE_PROCESS_EXPORTER_")} == {
+        "SRT_SERVICE_PROCESS_EXPORTER_NODES": "node1,node3,node2",
+        "SRT_SERVICE_PROCESS_EXPORTER_IPS": "node1,node3,node2",
+        "SRT_SERVICE_PROCESS_EXPORTER_NODE_COUNT": "3",
+    }
+
+
+def test_a_process_exporter_left_out_is_not_in_the_benchmark_env() -> None:
+    # srtctl lists the exporter it skipped for want of a binary; srtd names only what runs
+    body = DYNAMO_2 + "benchmark: {type: sa-bench, isl: 8, osl: 8, concurrencies: [1]}\n"
+    p = plan(body, head=HEAD_TACH)
+    assert not any(k.startswith("SRT_SERVICE_PROCESS_EXPORTER_") for k in p.unit("benchmark").env)
+    assert "SRT_SERVICE_NODE_EXPORTER_NODES" in p.unit("benchmark").env
 
 
 def test_power_telemetry_drops_the_implied_dcgm_exporter() -> None:
