@@ -17,6 +17,10 @@ The folding rules are srt-slurm's own (`srtctl migrate`):
   `sglang-router`; `auxiliary_services` -> `services`
 - `schema: 2` is set.
 
+In a file marked `schema: 2` only the schema 1 keys are folded and values keep their
+2.0 meaning, except that a block with `backend:` and no `engine:` is pre-2.0 in all
+but its `schema:` line: its `frontend.type: sglang` becomes `sglang-router` (a note).
+
 Whatever has no schema 2 field is taken out of the live document and kept, as
 YAML comments, in a block at the end of the file, each one named in a note.
 Nothing is dropped in silence: every comment of the original is in the output.

@@ -383,13 +383,35 @@ def _colocated_gpus(doc: CommentedMap, ctx: FoldContext) -> None:
             ctx.notes.append(f"roles.{name}.gpus: {share}, the even share of the prefill nodes schema 1 used")
 
 
+def _has_pre_engine_keys(doc: CommentedMap) -> bool:
+    """`backend:` and no `engine:`: written before 2.0, whatever `schema:` says.  A block
+    that has `engine:` speaks 2.0, even with a stray `resources.<role>_*` left in it."""
+    return "backend" in doc and "engine" not in doc
+
+
+def _fold_sglang_router(doc: CommentedMap, ctx: FoldContext, *, leftovers_only: bool) -> None:
+    """Before 2.0, `frontend.type: sglang` was the SGLang router; 2.0 calls it `sglang-router`
+    and gives `sglang` to the direct server."""
+    frontend = doc.get("frontend")
+    if not isinstance(frontend, CommentedMap) or frontend.get("type") != "sglang":
+        return
+    frontend["type"] = "sglang-router"
+    if leftovers_only:  # a schema 1 file's reader expects the rename; a `schema: 2` file's may not
+        ctx.notes.append(
+            "frontend.type: sglang -> sglang-router; the file is written with `backend:` (before 2.0), "
+            "when `sglang` meant the SGLang router"
+        )
+
+
 def fold(doc: CommentedMap, ctx: FoldContext, *, partial: bool, leftovers_only: bool) -> None:
     """Fold one recipe (or override block).  In a schema 2 file only the schema 1 keys it
     still carries are folded: values keep their schema 2 meaning (`frontend.type: sglang`
-    is the direct server there, not the router)."""
+    is the direct server there, not the router), unless the block is written with `backend:`
+    (before 2.0, whatever `schema:` says): then `sglang` is the router it meant then."""
     if not partial:
         frontend = doc.get("frontend")
         ctx.frontend = frontend.get("type", "dynamo") if isinstance(frontend, dict) else "dynamo"
+    pre_engine = _has_pre_engine_keys(doc)
     _fold_resources(doc, ctx, partial=partial)
     _fold_infra(doc, ctx)
     _fold_backend(doc, ctx, partial=partial)
@@ -398,11 +420,10 @@ def fold(doc: CommentedMap, ctx: FoldContext, *, partial: bool, leftovers_only: 
     _fold_placement(doc, "benchmark", ("client_placement", "client_dedicated_node"))
     _fold_auxiliary(doc)
     _fold_v2_leftovers(doc)
+    if not leftovers_only or pre_engine:
+        _fold_sglang_router(doc, ctx, leftovers_only=leftovers_only)
     if leftovers_only:
         return
-    frontend = doc.get("frontend")
-    if isinstance(frontend, CommentedMap) and frontend.get("type") == "sglang":
-        frontend["type"] = "sglang-router"
     _fold_telemetry(doc, ctx)
     if not partial:
         _colocated_gpus(doc, ctx)

@@ -223,7 +223,7 @@ def _scrape_config(ctx: PlanContext) -> str:
     cfg = ctx.recipe.observability.tachometer
     lines = [f"interval_ms = {int(cfg.collect_interval_ms)}", ""]
     targets: list[tuple[str, str, str]] = []
-    for node in ctx.nodes.everything:
+    for node in ctx.nodes.per_node_services:  # where the exporters run (placement `all`)
         for name, port in (("dcgm", ctx.port(9401)), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
             targets.append((f"{name}-{node}", node, f"http://{ctx.address(node)}:{port}/metrics"))
     for proc in ctx.all_processes:

@@ -56,7 +56,7 @@ def placed_nodes(ctx: PlanContext, eff: EffectiveService) -> tuple[str, ...]:
     if placement == "compute":
         return nodes.compute
     if placement == "all":
-        return nodes.everything
+        return nodes.per_node_services
     # a role: the distinct nodes its workers use, in worker order
     return tuple(dict.fromkeys(p.node for p in ctx.processes.get(placement, [])))
 

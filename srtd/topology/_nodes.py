@@ -75,6 +75,13 @@ class NodeMap:
         """Every node doing work: head, infra, benchmark client, reserved, workers, pools."""
         return _dedup([self.head, self.infra, self.benchmark, *self.reserved, *self.compute])
 
+    @property
+    def per_node_services(self) -> tuple[str, ...]:
+        """Where a service placed on `all` runs: every node doing work except a node reserved
+        for the discovery plane alone (etcd, NATS), as srtctl places its per-node exporters."""
+        infra_only = self.infra in self.reserved and self.infra not in (self.head, self.benchmark, *self.compute)
+        return tuple(n for n in self.everything if not (infra_only and n == self.infra))
+
     def as_dict(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {"head": (self.head,), "infra": (self.infra,)}
         out["benchmark"] = (self.benchmark,)

@@ -12,7 +12,7 @@ here.  The last group lists what srtd does not launch yet: features, not drift.
 
 from __future__ import annotations
 
-from tests.fidelity._compare import Allow, Diff, Outcome
+from tests.fidelity._compare import Allow, Diff, Outcome, load_pair
 
 
 def _colocated_decode(out: Outcome) -> bool:
@@ -30,6 +30,37 @@ def _plus_spare_nodes(diff: Diff, out: Outcome) -> bool:
 def _no_dynamo_frontend(out: Outcome) -> bool:
     frontend = out.recipe.get("frontend") or {}
     return bool(frontend.get("type", "dynamo") != "dynamo")
+
+
+def _legacy_visible_devices(out: Outcome) -> bool:
+    """The recipe as written (before migrate's rename) says `set_cuda_visible_devices: true`."""
+    from ruamel.yaml import YAML
+
+    _, recipe_file = load_pair(out.example)
+    engine = YAML(typ="safe", pure=True).load(recipe_file.read_text()).get("engine")
+    return isinstance(engine, dict) and engine.get("set_cuda_visible_devices") is True
+
+
+def _sa_bench_agg_gpus_per_node_8(diff: Diff, out: Outcome) -> bool:
+    """The same sa-bench line but for TOTAL_GPUS (the 9th argument), which upstream gives as 8 x agg nodes."""
+    ups, ours = str(diff.upstream or "").split(), str(diff.srtd or "").split()
+    resources = out.recipe.get("resources") or {}
+    if "sa-bench/bench.sh" not in str(diff.srtd) or len(ups) != len(ours) or len(ours) < 11:
+        return False
+    nodes = ((out.recipe.get("roles") or {}).get("agg") or {}).get("nodes", 1)
+    gpus = resources.get("gpus_per_node")
+    return (
+        ups[:10] + ups[11:] == ours[:10] + ours[11:]
+        and ours[9] == "false"  # aggregated
+        and (ups[10], ours[10]) == (str(8 * nodes), str(nodes * gpus))
+    )
+
+
+def _miles_recipe_flags(diff: Diff, _out: Outcome) -> bool:
+    """Upstream's value is the recipe's, followed by the flags a newer version of the recipe spells out."""
+    flags = " --sglang-router-port 31000 --use-prometheus --prometheus-port 9090 --prometheus-run-name "
+    ups, ours = str(diff.upstream or ""), str(diff.srtd or "")
+    return ups.startswith(ours + flags)
 
 
 # Where a colocated decode worker lands decides its node, GPUs and per-node ports.
@@ -115,20 +146,21 @@ ALLOWED: tuple[Allow, ...] = (
         example="features__infra-services",
     ),
     Allow(
-        "agg_*",
-        "*",
-        "*",
-        "the recipe's legacy set_cuda_visible_devices, ignored by this srtctl, is engine.set_visible_devices "
-        "in srtd: CUDA_VISIBLE_DEVICES instead of --device-ids",
-        example="vllm__dynamo-agg",
+        "agg_*|prefill_*|decode_*",
+        "flag|env",
+        "device-ids|CUDA_VISIBLE_DEVICES",
+        "the recipe's engine.set_cuda_visible_devices, which this srtctl ignored, is engine.set_visible_devices "
+        "in srtd (migrate's rename): CUDA_VISIBLE_DEVICES instead of --device-ids (docs/engines.md, vLLM)",
+        when=_legacy_visible_devices,
     ),
     Allow(
         "<unnamed benchmark>",
         "program",
         "",
-        "sa-bench's total-GPU argument: this srtctl counted 8 GPUs on a node the recipe gives 4; srtd counts "
-        "resources.gpus_per_node",
-        example="vllm__dynamo-agg",
+        "sa-bench's total-GPU argument of an aggregated job: srtctl's rule is agg nodes x resources.gpus_per_node, "
+        "and srtd follows it; this srtctl counted 8 per node whatever the recipe's gpus_per_node said "
+        "(docs/engines.md, the benchmark client)",
+        values=_sa_bench_agg_gpus_per_node_8,
     ),
     Allow(
         "agg_*",
@@ -186,7 +218,8 @@ ALLOWED: tuple[Allow, ...] = (
         "<unnamed benchmark>",
         "env",
         "SRT_SERVICE_PROCESS_EXPORTER_*",
-        "srtd leaves process-exporter out (with a warning) until the cluster names its binary",
+        "srtctl names the process-exporter it skipped for want of a binary; srtd names only services that run, "
+        "and this one runs once the cluster names its binary (then the client gets these variables)",
         side="dropped",
     ),
     Allow("<unnamed host_*>", "missing", "", "host_setup commands and teardown: not run by srtd yet"),
@@ -210,6 +243,8 @@ ALLOWED: tuple[Allow, ...] = (
         "<unnamed benchmark>",
         "env",
         "MILES_SCRIPT_EXTRA_ARGS",
-        "srtctl's miles runner appends its router and Prometheus flags; srtd has no miles runner yet",
+        "the snapshot's recipe version writes the router and Prometheus flags into MILES_SCRIPT_EXTRA_ARGS "
+        "itself (srtctl's core knows nothing of Miles); the stored example is the version before",
+        values=_miles_recipe_flags,
     ),
 )

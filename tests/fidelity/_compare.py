@@ -23,7 +23,6 @@ from srtd.launch import srun_nodelist
 from srtd.plan import build_plan
 from srtd.recipe import load_text, migrate_text
 from srtd.unit import Plan, Unit, UnitKind
-from tests.fidelity._legacy import older_router_spelling
 from tests.fidelity._snapshot import Snapshot, Step, read_snapshot
 from tests.reference import REFERENCE
 
@@ -91,9 +90,6 @@ def plan_like_the_mock(recipe_file: Path, node_count: int) -> tuple[Plan, dict[s
 
     text = migrate_text(recipe_file.read_text(), str(recipe_file)).text
     data = YAML(typ="safe", pure=True).load(text)
-    respelled = older_router_spelling(data)
-    if respelled is not data:  # re-dumped: positions in errors are then approximate
-        data, text = respelled, _dump(respelled)
     loaded = load_text(text, str(recipe_file))[0]
     recipe = loaded.recipe
     nodes = [f"node-{i:02d}" for i in range(1, node_count + 1)]
@@ -110,16 +106,6 @@ def plan_like_the_mock(recipe_file: Path, node_count: int) -> tuple[Plan, dict[s
         addresses=dict.fromkeys(nodes, "127.0.0.1"),
     )
     return plan, data
-
-
-def _dump(data: Any) -> str:
-    import io
-
-    from ruamel.yaml import YAML
-
-    out = io.StringIO()
-    YAML(typ="safe", pure=True).dump(data, out)
-    return out.getvalue()
 
 
 def allocation_size(snap: Snapshot) -> int:

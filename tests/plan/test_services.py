@@ -154,6 +154,26 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
     )
 
 
+def test_per_node_exporters_skip_a_node_reserved_for_the_discovery_plane() -> None:
+    # srtctl's rule (features/infra-services.yaml's snapshot): etcd and NATS on a dedicated
+    # node, the exporters on every other node of the job, and the scraper's targets follow
+    body = DYNAMO_2 + (
+        "services:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n"
+        "  - {name: nats, type: nats, placement: {node: dedicated}}\n"
+    )
+    p = plan(body, head=HEAD_TACH)
+    assert p.unit("service_etcd").nodes == ("node1",)
+    assert [n for n in services(p) if "exporter" in n] == [
+        "service_dcgm-exporter_node2",
+        "service_dcgm-exporter_node3",
+        "service_node-exporter_node2",
+        "service_node-exporter_node3",
+    ]
+    config = p.files["outputs/local/logs/tachometer_config.toml"]
+    assert "node1:9101" not in config
+    assert 'url = "http://node3:9101/metrics"' in config
+
+
 def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_known() -> None:
     body = DYNAMO_2 + "benchmark: {type: sa-bench, isl: 8, osl: 8, concurrencies: [1], placement: {node: dedicated}}\n"
     p = plan(body, Cluster(binaries={"process-exporter": "/opt/bin/process-exporter"}), head=HEAD_TACH)
@@ -176,6 +196,21 @@ def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_know
         "-recheck=false",
     )
     assert not any("process-exporter" in w for w in p.warnings)
+    # the benchmark client is told where it runs, under srtctl's names
+    bench = p.unit("benchmark").env
+    assert {k: v for k, v in bench.items() if k.startswith("SRT_SERVICE_PROCESS_EXPORTER_")} == {
+        "SRT_SERVICE_PROCESS_EXPORTER_NODES": "node1,node3,node2",
+        "SRT_SERVICE_PROCESS_EXPORTER_IPS": "node1,node3,node2",
+        "SRT_SERVICE_PROCESS_EXPORTER_NODE_COUNT": "3",
+    }
+
+
+def test_a_process_exporter_left_out_is_not_in_the_benchmark_env() -> None:
+    # srtctl lists the exporter it skipped for want of a binary; srtd names only what runs
+    body = DYNAMO_2 + "benchmark: {type: sa-bench, isl: 8, osl: 8, concurrencies: [1]}\n"
+    p = plan(body, head=HEAD_TACH)
+    assert not any(k.startswith("SRT_SERVICE_PROCESS_EXPORTER_") for k in p.unit("benchmark").env)
+    assert "SRT_SERVICE_NODE_EXPORTER_NODES" in p.unit("benchmark").env
 
 
 def test_power_telemetry_drops_the_implied_dcgm_exporter() -> None:

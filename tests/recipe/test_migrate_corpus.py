@@ -213,3 +213,42 @@ def load_text_problems(text: str, name: str) -> list[str]:
     except RecipeError as err:
         return [p.message for p in err.problems]
     return []
+
+
+# `schema: 2` files still written with `backend:` (pre-2.0), whose `frontend.type: sglang` is the
+# SGLang router of then: (workers, nodes, GPUs) of their one role as the original says.
+PRE_ENGINE_SGLANG_ROUTER = {
+    "srt-slurm/examples/features/services.yaml": {"agg": (2, 1, 2)},  # roles.agg: 1 node, 2 workers, 1 GPU each
+    "srt-slurm/examples/sglang/sglang-router-agg.yaml": {"agg": (2, 1, 2)},  # resources.agg_*, gpus_per_agg
+}
+ROUTER_NOTE = (
+    "frontend.type: sglang -> sglang-router; the file is written with `backend:` (before 2.0), "
+    "when `sglang` meant the SGLang router"
+)
+
+
+@pytest.mark.parametrize("local_path", sorted(PRE_ENGINE_SGLANG_ROUTER))
+def test_a_pre_engine_sglang_frontend_becomes_the_router_and_plans(local_path: str) -> None:
+    need_shared()
+    result = migrate_text((CORPUS / local_path).read_text(), local_path)
+    assert ROUTER_NOTE in result.notes
+    assert re.search(r"^frontend:\n  type: sglang-router\n", result.text, re.M)
+    (recipe,) = load_text(result.text, local_path)
+    assert recipe.recipe.frontend.type == "sglang-router"
+    problems, _ = verdict(recipe, Cluster())
+    assert problems == [], "\n".join(map(str, problems))
+    plan = build_plan(recipe, Cluster())
+    assert plan_shape(plan, recipe.recipe.resources.gpus_per_node) == PRE_ENGINE_SGLANG_ROUTER[local_path]
+    assert [u.name for u in plan.units if u.kind is UnitKind.FRONTEND] == ["frontend_0"]
+
+
+def test_a_schema_2_sglang_frontend_without_pre_engine_keys_stays_the_direct_server() -> None:
+    text = (
+        "schema: 2\nname: direct\nmodel: {path: /m, container: /c.sqsh}\nresources: {gpus_per_node: 8}\n"
+        "frontend: {type: sglang}\nengine: {type: sglang, set_cuda_visible_devices: true}\n"
+        "roles: {agg: {nodes: 1, gpus: 8}}\n"
+    )
+    result = migrate_text(text)
+    assert result.changed
+    assert "frontend: {type: sglang}" in result.text
+    assert ROUTER_NOTE not in result.notes
