@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _collector, _latency, _peers, _plan, _watching
+    from perf import _collector, _latency, _peers, _plan, _slurm, _watching
 
     return {
         "exits": _latency.exits,
@@ -36,7 +36,17 @@ def scenarios() -> dict[str, Scenario]:
         "plan": _plan.plan_speed,
         "peers": _peers.peers,
         "collector": _collector.put_storm,
+        **_slurm.SCENARIOS,  # the dev cluster's: in the default list only while it is up
     }
+
+
+def _default(table: dict[str, Scenario]) -> list[str]:
+    from perf._slurm import SCENARIOS, cluster_up
+
+    if cluster_up():
+        return list(table)
+    print("[bench] no Slurm cluster answers (sinfo): the slurm-* scenarios are left out", file=sys.stderr)
+    return [name for name in table if name not in SCENARIOS]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.scenario if s not in table]
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(table)}")
-    chosen = args.scenario or list(table)
+    chosen = args.scenario or _default(table)
     overall = time.monotonic()
     for name in chosen:
         began, load = time.monotonic(), load_average()
