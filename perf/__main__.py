@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _collector, _latency, _peers, _plan, _relay, _watching, node_loss
+    from perf import _collector, _latency, _peers, _plan, _relay, _slurm, _watching, node_loss
 
     return {
         "exits": _latency.exits,
@@ -38,7 +38,17 @@ def scenarios() -> dict[str, Scenario]:
         "collector": _collector.put_storm,
         "attach-relay": _relay.relay,  # needs the dev Slurm cluster (scripts/slurm-dev-cluster up 4)
         "node_loss": node_loss.node_loss,  # needs the dev Slurm cluster; skipped without it
+        **_slurm.SCENARIOS,  # the dev cluster's: in the default list only while it is up
     }
+
+
+def _default(table: dict[str, Scenario]) -> list[str]:
+    from perf._slurm import SCENARIOS, cluster_up
+
+    if cluster_up():
+        return list(table)
+    print("[bench] no Slurm cluster answers (sinfo): the slurm-* scenarios are left out", file=sys.stderr)
+    return [name for name in table if name not in SCENARIOS]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.scenario if s not in table]
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(table)}")
-    chosen = args.scenario or list(table)
+    chosen = args.scenario or _default(table)
     overall = time.monotonic()
     for name in chosen:
         began, load = time.monotonic(), load_average()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from perf import _slurm_report
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
 from perf.node_loss import section as node_loss_section
 
@@ -24,6 +25,7 @@ ORDER = (
     "collector",
     "attach-relay",
     "node_loss",
+    *_slurm_report.NAMES,
 )
 
 
@@ -364,6 +366,7 @@ SECTIONS = {
     "collector": _collector,
     "attach-relay": _attach_relay,
     "node_loss": node_loss_section,
+    **_slurm_report.SECTIONS,
 }
 
 
@@ -379,10 +382,13 @@ WHY = {
     " sh, sleep) before its delay starts; about 20-30 ms per level of the DAG",
     "plan": "interpreter start and imports (pydantic, pydantic-settings, click) are about 0.4 s of"
     " CPU by themselves (the CPU column); the rest of the wall time is waiting for a core",
-    "rss": "srtd's process holds pydantic, httpx, anyio, structlog and rich, and its guardian is a"
-    " second Python process (about 10 MiB)",
+    "rss": "srtd's process holds pydantic, anyio, structlog, httpx and rich (about 50 MiB before the"
+    " first unit; without rich, httpx and ssl it would still be 42 MiB) and about 29 KiB per unit"
+    " (the plan's pydantic models, the journal's events kept for the job's result, anyio events and"
+    " task groups of each unit's attempt); its guardian is a bash script of about 3 MiB",
     "start_all": "srtd imports itself before the first launch and each launch blocks in fork/exec;"
     " on a loaded machine both stretch",
+    **_slurm_report.WHY,
 }
 
 
@@ -445,6 +451,7 @@ def _plots(results: dict[str, dict[str, Any]]) -> None:
         fig.tight_layout()
         fig.savefig(IMAGES / "perf-peers.png", dpi=110)
         plt.close(fig)
+    _slurm_report.plot(results, IMAGES)
 
 
 def write_page() -> Path:

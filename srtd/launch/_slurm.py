@@ -11,7 +11,8 @@
 - The srun client's exit is the attempt's exit; srun mirrors the task's code (7, or
   128 + N for a task killed by signal N, which is reported as that signal).
 - `signal` is `scancel --signal=<SIG> --full <job>.<step>`; `kill` is `scancel
-  --signal=KILL <job>.<step>`, each sent in the background (`send`): a scancel blocks
+  --signal=KILL <job>.<step>`, each sent in the background (`send`), the steps signalled
+  within 5 ms in one scancel (a tier of hundreds of steps is one call): a scancel blocks
   MessageTimeout while any node of the job does not answer.  scancel's exit status is ignored (22.05 exits 225 after
   delivering): the step ending, seen as srun's exit, is the truth.  Before the step id
   is known the signal goes to the srun client (which forwards it).
@@ -51,7 +52,8 @@ from srtd.launch._controller import Controller, backoff, list_steps, parse_durat
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
 from srtd.launch._process import ChildProcess
-from srtd.launch._protocol import ExitStatus, StopCause, signal_name
+from srtd.launch._protocol import ExitStatus, StopCause
+from srtd.launch._scancel import Scancels
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
 from srtd.launch._tool import slurm_tool
 from srtd.unit import Unit
@@ -271,6 +273,7 @@ class SlurmLauncher:
             slurmd or {}, interval=node_check_interval, lost_after=node_lost_after, on_lost=self.node_lost
         )
         self.controller = Controller()
+        self.scancels = Scancels(scancel, self.controller)
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Self:
@@ -345,25 +348,15 @@ class SlurmLauncher:
         record = step_file(self.log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None
         return srun_argv(unit, job_id=self.job_id, attempt=attempt, log_path=log_path, record=record, srun=self.srun)
 
-    async def scancel(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
-        """Signal `step`; while slurmctld does not answer, again with backoff until the step ends.
-
-        The exit status is not the truth (22.05 exits 225 after delivering, and 0 when the
-        controller never answered); scancel's output and the step ending are.
-        """
-        argv = [self.scancel_bin, f"--signal={signal_name(sig).removeprefix('SIG')}"]
-        if sig != _signal.SIGKILL:
-            argv.append("--full")
-        await self.controller.call([*argv, step], done=handle.ended if handle is not None else lambda: False)
+    async def scancel(self, steps: str | Sequence[str], sig: int) -> None:
+        """Signal `steps` now (retried while slurmctld does not answer); see `Scancels`."""
+        await self.scancels.now([steps] if isinstance(steps, str) else steps, sig)
 
     def send(self, step: str, sig: int, handle: SlurmHandle | None = None) -> None:
-        """scancel in the background: it can block for MessageTimeout (a node of the job not
-        answering makes slurmctld wait for it, a silent slurmctld makes it retry), and the
-        step ending, seen as srun's exit, is the truth anyway; so a stop never waits for the
-        scancel behind it."""
+        """scancel in the background, batched with the signals sent in the same few ms."""
         if self._tg is None:
             raise RuntimeError("SlurmLauncher used outside `async with`")
-        self._tg.start_soon(self.scancel, step, sig, handle)
+        self.scancels.send(self._tg, step, sig, handle)
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> SlurmHandle:
         self._refuse_lost(unit)
@@ -462,7 +455,7 @@ class SlurmLauncher:
                 for sid, name in left.items():
                     log.warning("killing a step that outlived its srun client", step=name, step_id=sid)
                 # One scancel for all of them: each call may cost MessageTimeout.
-                await self.controller.call([self.scancel_bin, "--signal=KILL", *left])
+                await self.scancel(list(left), _signal.SIGKILL)
                 await anyio.sleep(0.5)
 
     def leave_lost(self) -> set[str]:
