@@ -15,8 +15,7 @@ import signal as _signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 import anyio
 import anyio.abc
@@ -192,15 +191,10 @@ class FakeLauncher:
         await self._tg.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
+        await self._tg.__aexit__(*exc_info)
         self._tg = None
 
     def _spawn(self, fn: object, *args: object) -> None:

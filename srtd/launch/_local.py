@@ -32,8 +32,7 @@ import socket
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import structlog
@@ -197,12 +196,7 @@ class LocalLauncher:
                 raise LaunchError(f"cannot start the local guardian process: {e}") from e
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         # The supervisor has stopped every unit; anything still alive is a leftover.
         with anyio.CancelScope(shield=True):
             leftovers = list(self._live.values())

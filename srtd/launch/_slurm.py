@@ -40,8 +40,7 @@ import signal as _signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -286,12 +285,7 @@ class SlurmLauncher:
         self._tg.start_soon(self.presence.run)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         try:
             with anyio.CancelScope(shield=True):
                 await self.sweep()

@@ -349,35 +349,10 @@ async def run_bench(config: BenchConfig) -> int:
 @click.option(
     "--timeout", type=click.FloatRange(min=0.01), default=60.0, show_default=True, help="Per-request timeout."
 )
-def main(
-    *,
-    url: str,
-    model: str | None,
-    num_requests: int,
-    concurrency: int,
-    max_tokens: int,
-    stream: bool,
-    endpoint: Endpoint,
-    prompt: str,
-    output: Path | None,
-    wait_ready: float | None,
-    timeout: float,
-) -> None:
+def main(*, num_requests: int, **options: Any) -> None:
     """Benchmark an OpenAI-compatible server; exit 1 if any request fails."""
-    config = BenchConfig(
-        url=url,
-        model=model,
-        requests=num_requests,
-        concurrency=concurrency,
-        max_tokens=max_tokens,
-        stream=stream,
-        endpoint=endpoint,
-        prompt=prompt,
-        output=output,
-        wait_ready=wait_ready,
-        timeout=timeout,
-    )
-    raise SystemExit(anyio.run(run_bench, config))
+    # the other parameters' names are BenchConfig's fields
+    raise SystemExit(anyio.run(run_bench, BenchConfig(requests=num_requests, **options)))
 
 
 if __name__ == "__main__":

@@ -344,34 +344,14 @@ def _worker_urls(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 )
 @seconds_option("--request-timeout", 300.0, "Longest wait for a worker's next bytes.", minimum=0.01)
 @seconds_option("--drain-timeout", 5.0, "On SIGTERM/SIGINT, how long requests in flight may take to finish.")
-def main(
-    *,
-    host: str,
-    port: int,
-    prefill: tuple[str, ...],
-    decode: tuple[str, ...],
-    worker: tuple[str, ...],
-    health_interval: float,
-    health_timeout: float,
-    request_timeout: float,
-    drain_timeout: float,
-) -> None:
+def main(*, prefill: tuple[str, ...], decode: tuple[str, ...], worker: tuple[str, ...], **options: Any) -> None:
     """A toy OpenAI-compatible router for prefill/decode or regular toy workers."""
     everything = [*prefill, *decode, *worker]
     duplicates = sorted({url for url in everything if everything.count(url) > 1})
     if duplicates:
         raise click.UsageError(f"worker URL given more than once: {', '.join(duplicates)}")
-    config = RouterConfig(
-        port=port,
-        host=host,
-        prefill=prefill,
-        decode=decode,
-        regular=worker,
-        health_interval=health_interval,
-        health_timeout=health_timeout,
-        request_timeout=request_timeout,
-        drain_timeout=drain_timeout,
-    )
+    # the other parameters' names are RouterConfig's fields
+    config = RouterConfig(prefill=prefill, decode=decode, regular=worker, **options)
     raise SystemExit(anyio.run(run_router, config))
 
 

@@ -271,33 +271,10 @@ async def run_worker(config: WorkerConfig) -> int:
 )
 @click.option("--fail-on-start", is_flag=True, help="Exit with --exit-code at once.")
 @seconds_option("--drain-timeout", 5.0, "On SIGTERM/SIGINT, how long requests in flight may take to finish.")
-def main(
-    *,
-    host: str,
-    port: int,
-    model: str,
-    role: Role,
-    startup_delay: float,
-    token_latency_ms: float,
-    fail_after: float | None,
-    exit_code: int,
-    fail_on_start: bool,
-    drain_timeout: float,
-) -> None:
+def main(**options: Any) -> None:
     """A fake OpenAI-compatible inference engine for demos and tests (no GPU needed)."""
-    config = WorkerConfig(
-        port=port,
-        host=host,
-        model=model,
-        role=role,
-        startup_delay=startup_delay,
-        token_latency_ms=token_latency_ms,
-        fail_after=fail_after,
-        exit_code=exit_code,
-        fail_on_start=fail_on_start,
-        drain_timeout=drain_timeout,
-    )
-    raise SystemExit(anyio.run(run_worker, config))
+    # click's parameter names are WorkerConfig's fields
+    raise SystemExit(anyio.run(run_worker, WorkerConfig(**options)))
 
 
 if __name__ == "__main__":
