@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import pwd
 import subprocess
 import sys
+
+import anyio._core
 
 OTHER_USER = "srtd-other"
 
@@ -52,6 +55,9 @@ def srtd_as(user: pwd.struct_passwd, *args: str) -> tuple[int, str, str]:
     """`srtd ARGS` run as `user`: (exit code, stdout, stderr)."""
     for module in _PRELOAD:
         importlib.import_module(module)
+    # anyio imports some of its own modules lazily, on first use: the child could not read them.
+    for info in pkgutil.iter_modules(anyio._core.__path__, "anyio._core."):
+        importlib.import_module(info.name)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
