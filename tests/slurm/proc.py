@@ -32,6 +32,7 @@ def main() -> int:
     p.add_argument("--term-delay", type=float, default=0.0)
     p.add_argument("--exit-after", type=float, default=None)
     p.add_argument("--code", type=int, default=0)
+    p.add_argument("--ready-after", type=float, default=0.0, help="seconds before the ready line")
     args, _ = p.parse_known_args()  # extra words (hostile values in tests) are only recorded
     record = Path(args.record)
     record.mkdir(parents=True, exist_ok=True)
@@ -58,6 +59,7 @@ def main() -> int:
         "t": time.time(),
     }
     (stem.parent / (stem.name + ".start")).write_text(json.dumps(info))
+    time.sleep(args.ready_after)
     print(f"ready {unit}", flush=True)
     crashed = record / f"{unit}.crashed"
     if args.crash_index is not None and args.crash_index == args.index and not crashed.exists():

@@ -90,10 +90,15 @@ def long_terminate(plan: dict[str, Any]) -> None:
         unit["terminate_timeout"] = 90.0
 
 
-def _submit(tmp_path: Path, token: str, edit: Callable[[dict[str, Any]], None] = long_terminate) -> tuple[str, Path]:
+def _submit(
+    tmp_path: Path,
+    token: str,
+    edit: Callable[[dict[str, Any]], None] = long_terminate,
+    registry_args: tuple[str, ...] = (),
+) -> tuple[str, Path]:
     record = tmp_path / "record"
     recipe = tmp_path / "away.yaml"
-    recipe.write_text(custom_job("away", token, record))
+    recipe.write_text(custom_job("away", token, record, registry_args=registry_args))
     log_dir = tmp_path / "logs"
     plan = plan_job(recipe, tmp_path, "node[1-2]", log_dir, edit)
     job = sbatch(run_script(plan, 2), tmp_path, "--nodelist=node[1-2]", "--no-requeue")
@@ -181,7 +186,9 @@ def test_a_running_job_is_supervised_through_the_outage_and_a_crash_in_it_restar
 def test_units_waiting_at_start_up_start_once_when_slurmctld_answers(
     tmp_path: Path, token: str, nothing_left: Callable[[str], None], controller_restored: None
 ) -> None:
-    job, log_dir = _submit(tmp_path, token)
+    # The workers wait for the registry, ready 5 s after it starts: they are still waiting
+    # when the controller freezes (srtd's journal file trails its launches by a write).
+    job, log_dir = _submit(tmp_path, token, registry_args=("--ready-after", "5"))
     wait_for("srtd to begin", lambda: _has(log_dir, lambda e: e["state"] == "starting"), timeout=120)
     with controller_frozen():
         pass
