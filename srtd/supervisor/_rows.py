@@ -32,7 +32,9 @@ def progress_rows(runners: Iterable[UnitRunner], now: float, address: Callable[[
             continue
         waiting = ""
         if state is UnitState.WAITING:
-            waiting = "after " + ", ".join(f"{e.unit} ({e.condition.value})" for e in r.waiting_on)
+            # No edge left to wait for: its launch is on the way (an srun retried while slurmctld is silent).
+            edges = ", ".join(f"{e.unit} ({e.condition.value})" for e in r.waiting_on)
+            waiting = f"after {edges}" if edges else "its launch"
         elif state is UnitState.STARTING and r.unit.readiness is not None:
             probe = r.unit.readiness.probe
             host = None if isinstance(probe, LogProbe) else address(probe.node)

@@ -73,3 +73,17 @@ def test_event_messages() -> None:
     assert event_message(ready) == ("w ready after 1.23 s", {})
     job = Event(seq=9, ts=0, state="failed", exit_code=1, reason="w failed: boom")
     assert event_message(job) == ("job failed", {"exit_code": 1, "reason": "w failed: boom"})
+
+
+def test_a_waiting_unit_with_no_edge_left_waits_for_its_launch() -> None:
+    from types import SimpleNamespace
+
+    from srtd.events import UnitState
+    from srtd.supervisor._rows import progress_rows
+
+    def runner(name: str, waiting_on: tuple[object, ...]) -> SimpleNamespace:
+        return SimpleNamespace(name=name, state=UnitState.WAITING, final=False, waiting_on=waiting_on, launched_at=None)
+
+    etcd = edge("etcd")
+    rows = progress_rows([runner("w", (etcd,)), runner("v", ())], 0.0, str)  # type: ignore[list-item]
+    assert [(r.unit, r.waiting_on) for r in rows] == [("w", "after etcd (ready)"), ("v", "its launch")]
