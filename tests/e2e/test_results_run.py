@@ -89,7 +89,10 @@ def test_the_journal_and_the_summary_carry_each_point(sweep: list[Path]) -> None
     results = [e for e in events if e.detail and "result" in e.detail]
     assert len(results) == 1
     (event,) = results
-    assert (event.unit, event.state, event.prev) == ("benchmark", "stopped", "stopped")
+    # The results watch reads benchmark.json when it appears: before or after the client's
+    # exit is decided, so the event repeats the unit's state of that moment (no transition).
+    assert (event.unit, event.prev) == ("benchmark", event.state)
+    assert event.state in ("ready", "stopped")
     stored = json.loads((sweep[0] / "results.json").read_text())
     assert stored["format"] == 1
     assert stored["verdict"] == {"ok": True, "gated": True, "reason": None, "point": None}
