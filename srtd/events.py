@@ -11,7 +11,7 @@ Like `srtd.unit`, this module imports nothing of srtd's.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +41,17 @@ class JobState(StrEnum):
 
 FINAL_UNIT_STATES = frozenset({UnitState.STOPPED, UnitState.FAILED})
 FINAL_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class EventFacts(TypedDict, total=False):
+    """What an event may say beyond its unit and state: the keyword arguments of `emit`."""
+
+    exit_code: int | None
+    signal: int | None
+    reason: str | None
+    attempt: int | None
+    pid: int | None
+    detail: dict[str, Any] | None
 
 
 class Event(BaseModel):

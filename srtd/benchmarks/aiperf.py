@@ -35,10 +35,10 @@ _TAIL_LINES = 20
 class Settings:
     """The command line, once parsed: what every aiperf run shares."""
 
-    aiperf: tuple[str, ...]
     url: str
     model: str
     tokenizer: str
+    aiperf: tuple[str, ...]
     isl: int
     osl: int
     requests: int
@@ -232,33 +232,10 @@ def run(s: Settings, concurrencies: list[int], output: Path | None) -> int:
     "--artifacts", type=click.Path(file_okay=False, path_type=Path), required=True, help="aiperf's export root."
 )
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Summary JSON file.")
-def main(
-    *,
-    aiperf: str,
-    url: str,
-    model: str,
-    tokenizer: str,
-    isl: int,
-    osl: int,
-    concurrencies: tuple[int, ...],
-    requests: int,
-    request_rate: str | None,
-    artifacts: Path,
-    output: Path | None,
-) -> None:
+def main(aiperf: str, concurrencies: tuple[int, ...], output: Path | None, **settings: Any) -> None:
     """Run aiperf once per concurrency level; exit 1 if any request fails."""
-    settings = Settings(
-        aiperf=tuple(shlex.split(aiperf)),
-        url=url,
-        model=model,
-        tokenizer=tokenizer,
-        isl=isl,
-        osl=osl,
-        requests=requests,
-        request_rate=request_rate,
-        artifacts=artifacts,
-    )
-    sys.exit(run(settings, list(concurrencies), output))
+    # The other options are named as Settings' fields: click hands them over as they are.
+    sys.exit(run(Settings(aiperf=tuple(shlex.split(aiperf)), **settings), list(concurrencies), output))
 
 
 if __name__ == "__main__":

@@ -22,14 +22,14 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import anyio.abc
 import httpx
 
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
-from srtd.events import JOURNAL_FORMAT, Event, JobState, UnitState
+from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
@@ -157,8 +157,8 @@ class Job:
         """The job's tasks run (it has started, and its task group is open)."""
         return self._tg is not None
 
-    def emit(self, unit: str, state: UnitState, **fields: Any) -> Event:
-        return self.journal.emit(unit, state, **fields)
+    def emit(self, unit: str, state: UnitState, **facts: Unpack[EventFacts]) -> Event:
+        return self.journal.emit(unit, state, **facts)
 
     def unit_state(self, unit: str) -> UnitState:
         return self.journal.view.units[unit].state

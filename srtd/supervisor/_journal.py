@@ -30,13 +30,13 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
-from srtd.events import Event, JobState, JobView, UnitState
+from srtd.events import Event, EventFacts, JobState, JobView, UnitState
 
 Listener = Callable[[Event], None]
 Write = Callable[[int, bytes], int]  # os.write's shape
@@ -85,37 +85,14 @@ class Journal:
             return self.view.state.value
         return self.view.units[unit].state.value
 
-    def emit(
-        self,
-        unit: str | None,
-        state: UnitState | JobState,
-        *,
-        exit_code: int | None = None,
-        signal: int | None = None,
-        reason: str | None = None,
-        attempt: int | None = None,
-        pid: int | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> Event:
+    def emit(self, unit: str | None, state: UnitState | JobState, **facts: Unpack[EventFacts]) -> Event:
         prev: str | None
         if unit is None:
             prev = self.view.state.value if self._seq else None
         else:
             prev = self.view.units[unit].state.value
         self._seq += 1
-        event = Event(
-            seq=self._seq,
-            ts=time.time(),
-            unit=unit,
-            state=state.value,
-            prev=prev,
-            exit_code=exit_code,
-            signal=signal,
-            reason=reason,
-            attempt=attempt,
-            pid=pid,
-            detail=detail,
-        )
+        event = Event(seq=self._seq, ts=time.time(), unit=unit, state=state.value, prev=prev, **facts)
         self.events.append(event)
         self._unwritten += 1
         if self._behind:

@@ -14,12 +14,12 @@ log directory and journal to read, and the control verbs of `srtd attach`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from srtd.events import Event, UnitState
+from srtd.events import Event, EventFacts, UnitState
 from srtd.launch import Handle
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._journal import Journal, Listener
@@ -59,7 +59,7 @@ class JobPort(Protocol):
         ...
 
     # -- state and events
-    def emit(self, unit: str, state: UnitState, **fields: Any) -> Event: ...
+    def emit(self, unit: str, state: UnitState, **facts: Unpack[EventFacts]) -> Event: ...
 
     def unit_state(self, unit: str) -> UnitState: ...
 

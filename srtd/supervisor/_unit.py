@@ -27,11 +27,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import anyio
 
-from srtd.events import FINAL_UNIT_STATES, Event, UnitState
+from srtd.events import FINAL_UNIT_STATES, Event, EventFacts, UnitState
 from srtd.launch import ExitStatus, Handle
 from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict, ended
 from srtd.supervisor._restart import RestartTracker
@@ -98,8 +98,8 @@ class UnitRunner:
         """Has a launched attempt that has not been seen to end."""
         return self.handle is not None and self.status is None
 
-    def emit(self, state: UnitState, **fields: object) -> Event:
-        return self.port.emit(self.name, state, **fields)
+    def emit(self, state: UnitState, **facts: Unpack[EventFacts]) -> Event:
+        return self.port.emit(self.name, state, **facts)
 
     def end_as(self, state: UnitState, reason: str, detail: dict[str, object] | None = None) -> None:
         status = self.status

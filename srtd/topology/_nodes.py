@@ -49,16 +49,24 @@ class NodeNeeds:
 
 @dataclass(frozen=True)
 class NodeMap:
-    """Every node's job.  `roles` maps engine roles to their nodes (colocated decode: prefill's)."""
+    """Every node's job."""
 
     allocation: tuple[str, ...]
+    """The job's nodes, in Slurm's order."""
     head: str
+    """The frontend's node, where head-placed services run too."""
     infra: str
+    """Where etcd and NATS run."""
     benchmark: str
+    """The benchmark client's node."""
     reserved: tuple[str, ...] = ()
+    """Nodes kept for dedicated roles (infra, frontend, client): no worker lands there."""
     roles: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Engine role -> its nodes (a colocated decode gets prefill's)."""
     pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Service pool -> the nodes it owns."""
     unused: tuple[str, ...] = ()
+    """Allocated nodes nothing was placed on."""
 
     @cached_property  # asked once per planned unit: a 1000-worker plan must not rebuild it 1000 times
     def workers(self) -> tuple[str, ...]:

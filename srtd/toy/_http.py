@@ -17,11 +17,13 @@ import traceback
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import h11
+
+from srtd.toy._proc import Say, StopRequest, format_address
 
 #: Request bodies larger than this are refused with 413; the toy never needs more, and a
 #: bound keeps a misbehaving client from growing our memory without limit.
@@ -122,10 +124,6 @@ def sse_event(obj: Any) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-#: The sentinel event that ends an OpenAI stream.
-SSE_DONE = b"data: [DONE]\n\n"
-
-
 class App:
     """Routes `(method, path)` to handlers; unknown paths get 404, wrong methods 405."""
 
@@ -177,6 +175,17 @@ class _Connection:
     busy: bool = False  # between a request's first byte and its response's last
 
 
+class Listening(Protocol):
+    """Where a toy listens and how long it drains: the part of its config `HttpServer` reads."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def drain_timeout(self) -> float: ...
+
+
 class HttpServer:
     """Serves an `App` on one TCP address.
 
@@ -215,6 +224,35 @@ class HttpServer:
                 with anyio.CancelScope(shield=True):
                     await listener.aclose()
                 self._accept_stopped.set()
+
+    async def run_until_stopped(
+        self,
+        config: Listening,
+        stop: StopRequest,
+        say: Say,
+        tg: anyio.abc.TaskGroup,
+        *,
+        stopping: str,
+        on_ready: Callable[[], None] = lambda: None,
+    ) -> int:
+        """Listen, serve in `tg` until `stop` is requested, then drain: the toys' life.
+
+        Returns 1 when the address cannot be had (said in one line), else 0.  `on_ready`
+        runs once the port accepts, before the ready line that probes wait for.
+        """
+        host, port = config.host, config.port
+        try:
+            bound = await self.bind(host, port)
+        except OSError as exc:
+            say(f"cannot listen on {format_address(host, port)}: {exc}")
+            return 1
+        tg.start_soon(self.serve)
+        on_ready()
+        say(f"ready on {format_address(host, bound)}")
+        await stop.requested.wait()
+        say(f"received {stop.signal_name}, {stopping}")
+        await self.shutdown(config.drain_timeout, abort=stop.again)
+        return 0
 
     async def shutdown(self, grace: float, abort: anyio.Event | None = None) -> None:
         """Stop accepting, drain requests in flight for up to `grace` seconds, then cut.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -21,6 +23,8 @@ DEFAULT_COMPLETION_TOKENS = 16
 MAX_TOKENS_LIMIT = 65536
 
 FinishReason = Literal["stop", "length"]
+#: The sentinel event that ends an OpenAI stream.
+STREAM_DONE = b"data: [DONE]\n\n"
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -105,6 +109,52 @@ class ChatRequest(_GenerateRequest):
     @property
     def prompt_text(self) -> str:
         return "\n".join(message.text for message in self.messages)
+
+
+Payload = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Api:
+    """What tells the two generation APIs apart: the request, the names, the shape of a choice.
+
+    Everything else (the header, streaming, usage) is the same, so the worker answers both
+    with one function and one of the two rows below.
+    """
+
+    request: type[CompletionRequest] | type[ChatRequest]
+    id_prefix: str
+    object: str
+    chunk_object: str
+    whole: Callable[[str], Payload]  # a choice's payload with the whole text
+    piece: Callable[[str], Payload]  # a streamed chunk's payload with one piece
+    opening: Payload | None  # a chunk streamed before the first piece
+    closing: Payload  # the last chunk's payload, the one with the finish reason
+
+    def choice(self, payload: Payload, finish_reason: str | None) -> Payload:
+        return {"index": 0, **payload, "logprobs": None, "finish_reason": finish_reason}
+
+
+COMPLETIONS = Api(
+    request=CompletionRequest,
+    id_prefix="cmpl",
+    object="text_completion",
+    chunk_object="text_completion",
+    whole=lambda text: {"text": text},
+    piece=lambda text: {"text": text},
+    opening=None,
+    closing={"text": ""},
+)
+CHAT = Api(
+    request=ChatRequest,
+    id_prefix="chatcmpl",
+    object="chat.completion",
+    chunk_object="chat.completion.chunk",
+    whole=lambda text: {"message": {"role": "assistant", "content": text}},
+    piece=lambda text: {"delta": {"content": text}},
+    opening={"delta": {"role": "assistant", "content": ""}},
+    closing={"delta": {}},
+)
 
 
 def parse(model: type[M], body: Any) -> M:

@@ -22,17 +22,8 @@ import anyio
 import click
 import httpx
 
-from srtd.toy._http import (
-    App,
-    HttpError,
-    HttpServer,
-    Request,
-    Response,
-    StreamResponse,
-    json_response,
-    sse_event,
-)
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, format_address, seconds_option
+from srtd.toy._http import App, HttpError, HttpServer, Request, Response, StreamResponse, json_response, sse_event
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, seconds_option
 
 WorkerType = Literal["prefill", "decode", "regular"]
 #: Header naming the worker that produced a response (the decode worker in PD mode).
@@ -276,7 +267,6 @@ async def run_router(config: RouterConfig) -> int:
     """Run the router until a stop signal; returns the process exit code."""
     say = Say("toy-router")
     stop = StopRequest()
-    exit_code = 0
     # trust_env=False: an http_proxy variable (common on clusters) must not send
     # node-local traffic through a proxy.  No connection cap: the toy is the bottleneck.
     client = httpx.AsyncClient(
@@ -294,19 +284,14 @@ async def run_router(config: RouterConfig) -> int:
                 f"starting with {counts['prefill']} prefill, {counts['decode']} decode, "
                 f"{len(router.workers) - sum(counts.values())} regular workers"
             )
-            try:
-                port = await server.bind(config.host, config.port)
-            except OSError as exc:
-                say(f"cannot listen on {format_address(config.host, config.port)}: {exc}")
-                exit_code = 1
-            else:
-                tg.start_soon(server.serve)
+
+            def watch_workers() -> None:
                 for worker in router.workers:
                     tg.start_soon(router.watch_health, worker)
-                say(f"ready on {format_address(config.host, port)}")
-                await stop.requested.wait()
-                say(f"received {stop.signal_name}, stopping")
-                await server.shutdown(config.drain_timeout, abort=stop.again)
+
+            exit_code = await server.run_until_stopped(
+                config, stop, say, tg, stopping="stopping", on_ready=watch_workers
+            )
             say("stopped" if exit_code == 0 else "failed")
             tg.cancel_scope.cancel()
     return exit_code

@@ -17,18 +17,8 @@ import anyio
 import click
 
 from srtd.toy import _openai as oai
-from srtd.toy._http import (
-    SSE_DONE,
-    App,
-    HttpError,
-    HttpServer,
-    Request,
-    Response,
-    StreamResponse,
-    json_response,
-    sse_event,
-)
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, crash, format_address, seconds_option
+from srtd.toy._http import App, HttpError, HttpServer, Request, Response, StreamResponse, json_response, sse_event
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, crash, seconds_option
 from srtd.toy._tokens import count_tokens, generate
 
 Role = Literal["prefill", "decode", "agg"]
@@ -92,66 +82,36 @@ class ToyWorker:
             yield piece
 
     async def completions(self, request: Request) -> Response | StreamResponse:
-        body = oai.parse(oai.CompletionRequest, request.json())
-        self._check_model(body.model)
-        prompt = body.prompt_text
-        count, finish = body.budget()
-        header = {
-            "id": oai.new_id("cmpl"),
-            "object": "text_completion",
-            "created": oai.now(),
-            "model": body.model,
-        }
-
-        def choice(text: str, finish_reason: str | None) -> dict[str, Any]:
-            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-
-        if body.stream:
-            return StreamResponse(
-                self._stream(
-                    body,
-                    prompt,
-                    header,
-                    first=None,
-                    piece=lambda text: choice(text, None),
-                    last=choice("", finish),
-                )
-            )
-        text = await self._run(prompt, count)
-        usage = oai.usage(count_tokens(prompt), count)
-        return json_response({**header, "choices": [choice(text, finish)], "usage": usage})
+        return await self._generate(request, oai.COMPLETIONS)
 
     async def chat_completions(self, request: Request) -> Response | StreamResponse:
-        body = oai.parse(oai.ChatRequest, request.json())
+        return await self._generate(request, oai.CHAT)
+
+    async def _generate(self, request: Request, api: oai.Api) -> Response | StreamResponse:
+        body = oai.parse(api.request, request.json())
         self._check_model(body.model)
         prompt = body.prompt_text
         count, finish = body.budget()
         header = {
-            "id": oai.new_id("chatcmpl"),
-            "object": "chat.completion.chunk" if body.stream else "chat.completion",
+            "id": oai.new_id(api.id_prefix),
+            "object": api.chunk_object if body.stream else api.object,
             "created": oai.now(),
             "model": body.model,
         }
-
-        def delta(content: dict[str, str], finish_reason: str | None) -> dict[str, Any]:
-            return {"index": 0, "delta": content, "logprobs": None, "finish_reason": finish_reason}
-
         if body.stream:
             return StreamResponse(
                 self._stream(
                     body,
                     prompt,
                     header,
-                    first=delta({"role": "assistant", "content": ""}, None),
-                    piece=lambda text: delta({"content": text}, None),
-                    last=delta({}, finish),
+                    first=None if api.opening is None else api.choice(api.opening, None),
+                    piece=lambda text: api.choice(api.piece(text), None),
+                    last=api.choice(api.closing, finish),
                 )
             )
         text = await self._run(prompt, count)
-        message = {"role": "assistant", "content": text}
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         usage = oai.usage(count_tokens(prompt), count)
-        return json_response({**header, "choices": [choice], "usage": usage})
+        return json_response({**header, "choices": [api.choice(api.whole(text), finish)], "usage": usage})
 
     async def _run(self, prompt: str, count: int) -> str:
         self.requests_total += 1
@@ -186,7 +146,7 @@ class ToyWorker:
             yield sse_event({**header, "choices": [last], **extra})
             if body.include_usage:
                 yield sse_event({**header, "choices": [], "usage": oai.usage(count_tokens(prompt), count)})
-            yield SSE_DONE
+            yield oai.STREAM_DONE
         finally:
             self.in_flight -= 1
 
@@ -221,17 +181,7 @@ async def run_worker(config: WorkerConfig) -> int:
             if stop.requested.is_set():
                 say(f"received {stop.signal_name}, draining")
             else:
-                try:
-                    port = await server.bind(config.host, config.port)
-                except OSError as exc:
-                    say(f"cannot listen on {format_address(config.host, config.port)}: {exc}")
-                    exit_code = 1
-                else:
-                    tg.start_soon(server.serve)
-                    say(f"ready on {format_address(config.host, port)}")
-                    await stop.requested.wait()
-                    say(f"received {stop.signal_name}, draining")
-                    await server.shutdown(config.drain_timeout, abort=stop.again)
+                exit_code = await server.run_until_stopped(config, stop, say, tg, stopping="draining")
             say("stopped" if exit_code == 0 else "failed")
             tg.cancel_scope.cancel()
     return exit_code
