@@ -15,9 +15,33 @@ Public surface:
 This package reads the plan and the events only; the supervisor knows nothing of it.
 """
 
-from srtd.reporting._contract import Request, Stage, Status
-from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
-from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted, status_service
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from srtd.reporting._service import status_service
+
+if TYPE_CHECKING:
+    from srtd.reporting._contract import Request, Stage, Status
+    from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
+    from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted
+
+# public name -> its module: imported on first use, so a job that reports nothing
+# never loads the reporter (and httpx with it)
+_LAZY = {
+    **dict.fromkeys(("Request", "Stage", "Status"), "_contract"),
+    **dict.fromkeys(("PHASE_STAGE", "StageFold", "collector_job_id"), "_fold"),
+    **dict.fromkeys(("FINAL_WAIT", "StatusReporter", "post_submitted", "report_submitted"), "_reporter"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FINAL_WAIT",

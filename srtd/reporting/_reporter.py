@@ -9,15 +9,13 @@ gives the last ones (the final status) at most `FINAL_WAIT` seconds.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +31,7 @@ from srtd.reporting._sender import TIMEOUT, Sender
 from srtd.unit import Plan, StatusReporting
 
 if TYPE_CHECKING:
-    from srtd.supervisor import ServicePort
+    pass
 
 BENCHMARK_RESULTS = "benchmark.json"  # what the benchmark units write into the log dir
 MAX_RESULTS = 512 * 1024  # bytes: larger results stay in the log dir (a collector refuses bodies over 1 MiB)
@@ -154,35 +152,6 @@ class StatusReporter:
             for journal in self.journals:
                 if journal.endpoint in answering:
                     await journal.idle.wait()
-
-
-def status_service(
-    *, transport: httpx.AsyncBaseTransport | None = None, environ: Mapping[str, str] | None = None
-) -> Callable[[ServicePort], AbstractAsyncContextManager[StatusReporter | None]]:
-    """A `srtd.supervisor` service that reports the job to its plan's collectors.
-
-    Entered before the job starts (it listens to the job's events and starts sending),
-    left after the job's final event (the final status gets its bounded last chance).
-    A plan without `reporting` makes it do nothing.
-    """
-
-    @contextlib.asynccontextmanager
-    async def service(job: ServicePort) -> AsyncIterator[StatusReporter | None]:
-        if job.plan.reporting is None:
-            yield None
-            return
-        reporter = StatusReporter(job.plan, transport=transport, environ=environ)
-        job.listen(reporter)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(reporter.run)
-            try:
-                yield reporter
-            finally:
-                with anyio.CancelScope(shield=True):  # bounded by `final_wait`
-                    await reporter.finish()
-                tg.cancel_scope.cancel()
-
-    return service
 
 
 async def post_submitted(

@@ -22,11 +22,10 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import anyio
 import anyio.abc
-import httpx
 
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
@@ -38,6 +37,7 @@ from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, report
 from srtd.supervisor._port import ServicePort
+from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import culprit_text, journal_unwritable, journal_writable, progress_rows, show_progress
 from srtd.supervisor._tail import Tailer
@@ -45,6 +45,9 @@ from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import UnitRunner
 from srtd.supervisor._watch import LogWatcher, WatchMode, choose_watch_mode, open_watcher
 from srtd.unit import LogProbe, Plan, Unit, within
+
+if TYPE_CHECKING:
+    import httpx
 
 # A service runs beside a job for as long as `supervise()` runs it (the attach server,
 # status reporting): entered before the job starts, left after its last event.  The
@@ -128,7 +131,7 @@ class Job:
         self.failure: tuple[str, str] | None = None
         self.first_fatal: tuple[str, str] | None = None
         self._stopping = False
-        self._http: httpx.AsyncClient
+        self._http: httpx.AsyncClient | None = None
         self._changed = anyio.Event()
         self.listeners: list[Listener] = []  # the services' (`ServicePort.listen`)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -142,6 +145,8 @@ class Job:
 
     @property
     def http(self) -> httpx.AsyncClient:
+        if self._http is None:  # a plan with no HTTP probe: only a service could ask
+            self._http = http_client(self._transport)
         return self._http
 
     @property
@@ -225,15 +230,17 @@ class Job:
 
     async def run(self) -> JobResult:
         self._open()
-        # Made before the job counts as starting: it imports httpcore.  verify=False: probes
-        # speak plain http:// only (see _probes._url); the default TLS context would load the
-        # CA bundle, 0.1-0.3 s more before the first unit could launch.
-        client = httpx.AsyncClient(transport=self._transport, trust_env=False, verify=False)
+        if self._transport is not None or speaks_http(self.plan):
+            _ = self.http  # made before the job counts as starting: it imports httpx
         self.journal.emit(None, JobState.STARTING, detail=_starting_detail(self.plan))
         try:
-            async with self.launcher, client as http:
-                self._http = http
-                end = await self._supervise()
+            async with self.launcher:
+                try:
+                    end = await self._supervise()
+                finally:
+                    if self._http is not None:
+                        with anyio.CancelScope(shield=True):
+                            await self._http.aclose()
         except BaseException as e:
             _abandoned(self.journal, e)
             self._close()

@@ -22,15 +22,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 
 from srtd.supervisor._clock import Clock, within
 from srtd.supervisor._probes import ProbeResult, check, describe
 from srtd.supervisor._tail import LogLine
 from srtd.unit import Liveness, LogProbe
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Unpack
 
-import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from srtd.events import Event, EventFacts, UnitState
@@ -27,6 +26,8 @@ from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import Condition, Plan, Unit
 
 if TYPE_CHECKING:
+    import httpx
+
     from srtd.supervisor._attempt import Verdict
 
 

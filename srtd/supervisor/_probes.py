@@ -17,12 +17,14 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 
-from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Probe, TcpProbe, WorkerCountProbe
+from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Plan, Probe, TcpProbe, WorkerCountProbe
+
+if TYPE_CHECKING:
+    import httpx
 
 ATTEMPT_TIMEOUT = 2.0  # one connect or one request, in real seconds
 FIRST_PROBE_DELAY = 0.05  # then doubling up to QUICK_PROBE_DELAY
@@ -149,6 +151,24 @@ def describe(probe: Probe, host: str | None = None) -> str:
     return f"http {_url(where, probe.port, probe.path)}"
 
 
+def speaks_http(plan: Plan) -> bool:
+    """Whether any unit's readiness or liveness probe is an HTTP request."""
+    probes = [p for u in plan.units for p in (u.readiness and u.readiness.probe, u.liveness and u.liveness.probe)]
+    return any(isinstance(p, HttpProbe | WorkerCountProbe) for p in probes)
+
+
+def http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    """The probes' one client.  httpx is imported here, not with the supervisor: with its
+    TLS stack it is about 12 MiB, which a job whose probes are tcp, log or file never needs.
+
+    verify=False: probes speak plain http:// only (see `_url`); the default TLS context
+    would load the CA bundle, 0.1-0.3 s more before the first unit could launch.
+    """
+    import httpx
+
+    return httpx.AsyncClient(transport=transport, trust_env=False, verify=False)
+
+
 async def check(
     probe: TcpProbe | HttpProbe | FileProbe | WorkerCountProbe,
     *,
@@ -162,6 +182,8 @@ async def check(
         return ProbeResult(exists, "file exists" if exists else "no such file yet")
     if isinstance(probe, TcpProbe):
         return await _check_tcp(host, probe.port, timeout)
+    import httpx  # already imported by `http_client`, which made `client`
+
     url = _url(host, probe.port, probe.path)
     try:
         response = await client.get(url, timeout=timeout)

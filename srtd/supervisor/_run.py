@@ -13,10 +13,10 @@ import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
-import httpx
 
 from srtd.errors import SrtdError
 from srtd.launch import Launcher, StopCause
@@ -24,6 +24,9 @@ from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._job import JobResult, Service, supervise
 from srtd.supervisor._teardown import EXPLAIN_WAIT, Stop
+
+if TYPE_CHECKING:
+    import httpx
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
