@@ -17,8 +17,9 @@ Its modules load on first use: `srtd ps` needs no server, `srtd run` no client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from srtd._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
@@ -49,13 +50,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{where[0]}"), where[1])
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
