@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import anyio.abc
 import httpx
 
 from perf._common import pct
+from tests.command import SRTD
 
 TARGET_P99_MS = 50.0
 JOBS = 20
@@ -113,7 +113,7 @@ def _run(total: int, rate: float | None) -> dict[str, Any]:
         db = Path(work) / "c.db"
         port = _free_port()
         env = {**os.environ, "SRTD_COLLECTOR_TOKEN": TOKEN}
-        argv = [sys.executable, "-m", "srtd", "collector", "--db", str(db), "--port", str(port), "--json"]
+        argv = [*SRTD, "collector", "--db", str(db), "--port", str(port), "--json"]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             assert proc.stdout is not None

@@ -40,6 +40,7 @@ from perf._common import (
     wait_until,
 )
 from srtd.unit import Restart, RestartMode
+from tests.command import SRTD
 
 # `sleep 3600.<token>`: the idle process is found by its argv after the exec
 IDLE_SH = 'echo start $(date +%s.%N) >> "$1"\nexec sleep "3600.$2"\n'
@@ -68,9 +69,7 @@ def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> subproces
     ]
     path = root / "plan.json"
     path.write_text(plan(units, root / "logs", hold=True, name="peers").model_dump_json())
-    return subprocess.Popen(
-        [sys.executable, "-m", "srtd", "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    return subprocess.Popen([*SRTD, "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> subprocess.Popen[bytes]:

@@ -6,7 +6,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from perf._common import REPO
+from tests.command import SRTD
 
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
 
@@ -59,7 +59,7 @@ def thousand_unit_recipe(directory: Path) -> Path:
 
 
 def measure(path: Path, runs: int) -> dict[str, float]:
-    argv = [sys.executable, "-m", "srtd", "plan", str(path), "--json"]
+    argv = [*SRTD, "plan", str(path), "--json"]
     subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.DEVNULL)  # bytecode written, caches warm
     times, cpu = [], []
     for _ in range(runs):
@@ -81,9 +81,7 @@ def measure(path: Path, runs: int) -> dict[str, float]:
 def count_units(path: Path) -> int:
     import json
 
-    out = subprocess.run(
-        [sys.executable, "-m", "srtd", "plan", str(path), "--json"], cwd=REPO, check=True, capture_output=True
-    ).stdout
+    out = subprocess.run([*SRTD, "plan", str(path), "--json"], cwd=REPO, check=True, capture_output=True).stdout
     return len(json.loads(out)["units"])
 
 

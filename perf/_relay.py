@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from perf._common import REPO, summary_ms
+from tests.command import run_srtd
 
 CLUSTER_CONFIG = REPO / "scripts" / "slurm-dev.srtslurm.yaml"
 RECIPE = """\
@@ -62,15 +62,7 @@ def _cluster_up() -> str | None:
 
 
 def _srtd(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srtd", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_srtd(*args, cwd=cwd, env=env, drop=())
 
 
 def _running(log_dir: Path, timeout: float = 120) -> None:

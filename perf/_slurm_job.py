@@ -31,6 +31,7 @@ from perf._common import cpu_sample, cpu_spent, pct, rss_mib, sig3
 from srtd.launch import with_srun_lines
 from srtd.topology import slurm_nodes
 from srtd.unit import Condition, Edge, Plan, Restart, Unit, UnitKind
+from tests.command import SRTD
 
 JOB = os.environ.get("SLURM_JOB_ID", "")
 RUNNING = 'echo "running $(date +%s.%N)"'
@@ -169,7 +170,7 @@ def srtd(the_plan: Plan, root: Path) -> tuple[subprocess.Popen[bytes], float]:
     path.write_text(the_plan.model_dump_json())
     began = time.time()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srtd", "run", str(path)],
+        [*SRTD, "run", str(path)],
         stdout=open(root / "srtd.out", "wb"),  # noqa: SIM115 - the child holds it
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

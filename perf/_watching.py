@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perf._common import CPU_CLOCK, journal_events, measure_cpu, plan, stop_process, unit, wait_until
+from tests.command import SRTD
 
 FATAL = "FATAL-BENCH unrecoverable"
 WRITER = Path(__file__).resolve().parent / "_writer.py"
@@ -36,7 +37,7 @@ def watch_case(n: int, mode: str, *, chatty: bool, window: float) -> dict[str, A
         env = {**os.environ, "SRTD_LOG_WATCH": mode}
         began = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "srtd", "run", str(plan_path)],
+            [*SRTD, "run", str(plan_path)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,

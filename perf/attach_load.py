@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.command import SRTD
+
 REPO = Path(__file__).resolve().parents[1]
 CRASH = (
     "import os, sys, time\n"
@@ -112,9 +114,7 @@ def one_round(clients: int, restarts: int) -> list[float]:
     settle = 3.0 if clients else 1.0
     plan = plan_json(root, restarts, settle)
     with open(root / "srtd.out", "w") as out:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "srtd", "run", str(plan)], cwd=REPO, env=env, stdout=out, stderr=out
-        )
+        job = subprocess.Popen([*SRTD, "run", str(plan)], cwd=REPO, env=env, stdout=out, stderr=out)
     holder = None
     try:
         if clients:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.command import SRTD
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "recipes" / "features" / "status-reporting.yaml"
 COLLECTOR = REPO / "tests" / "programs" / "collector.py"
@@ -47,7 +49,7 @@ def once(work: Path, path: Path, run: int) -> float:
         log_dir = work / f"logs-{path.stem}-{run}-{attempt}"
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "srtd", "run", str(path), "--log-dir", str(log_dir)],
+            [*SRTD, "run", str(path), "--log-dir", str(log_dir)],
             check=False,
             env=env,
             cwd=work,

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from srtd.attach._paths import read_pointer
 from srtd.events import Event
 from srtd.supervisor import read_journal
 from srtd.unit import Plan
+from tests.command import SRTD
 from tests.supervisor.helpers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def env(**extra: str) -> dict[str, str]:
 
 def srtd(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "srtd", *args],
+        [*SRTD, *args],
         cwd=REPO,
         env=env(),
         check=False,
@@ -74,7 +74,7 @@ class JobProcess:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         with open(self.output, "w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "srtd", "run", str(target), "--log-dir", str(log_dir)],
+                [*SRTD, "run", str(target), "--log-dir", str(log_dir)],
                 cwd=REPO,
                 env=env(**extra_env),
                 stdout=out,

@@ -8,8 +8,9 @@ import pty
 import re
 import select
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.command import SRTD
 
 RECIPE = """\
 schema: 2
@@ -31,7 +32,7 @@ LINE = re.compile(r"^\d\d:\d\d:\d\d \[(info|warning|error) *\] ")
 
 def _run(tmp: Path, name: str, *, terminal: bool) -> tuple[int, str]:
     (tmp / f"{name}.yaml").write_text(RECIPE)
-    argv = [sys.executable, "-m", "srtd", "run", f"{name}.yaml", "--local", "--log-dir", str(tmp / name)]
+    argv = [*SRTD, "run", f"{name}.yaml", "--local", "--log-dir", str(tmp / name)]
     env = {**os.environ, "COLUMNS": "150", "LINES": "60", "TERM": "xterm-256color"}
     if not terminal:
         done = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=120, check=False)

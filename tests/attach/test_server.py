@@ -8,7 +8,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from srtd.errors import AttachError
 from srtd.events import Event, JobView
 from srtd.unit import Restart, RestartMode
 from tests.attach.helpers import DEMO, REPO, RESTART, JobProcess, env, srtd
+from tests.command import SRTD
 from tests.supervisor.helpers import PlanMaker, assert_no_leftovers, check_journal
 
 pytestmark = pytest.mark.slow
@@ -119,14 +119,10 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
 
         follow_out = tmp_path / "tail-f.txt"
         with open(follow_out, "w") as out:
-            follower = subprocess.Popen(
-                [sys.executable, "-m", "srtd", "tail", job_id, "agg_1_node1", "-f"], cwd=REPO, env=env(), stdout=out
-            )
+            follower = subprocess.Popen([*SRTD, "tail", job_id, "agg_1_node1", "-f"], cwd=REPO, env=env(), stdout=out)
         stream_out = tmp_path / "attach-json.txt"
         with open(stream_out, "w") as out:
-            streamer = subprocess.Popen(
-                [sys.executable, "-m", "srtd", "attach", job_id, "--json"], cwd=REPO, env=env(), stdout=out
-            )
+            streamer = subprocess.Popen([*SRTD, "attach", job_id, "--json"], cwd=REPO, env=env(), stdout=out)
         time.sleep(1.0)  # the follower and the streamer are connected
         sent = srtd("signal", job_id, "frontend_0", "CONT")
         assert (sent.returncode, sent.stdout) == (0, "sent SIGCONT to frontend_0\n"), sent.stderr

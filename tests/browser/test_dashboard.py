@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.collector.helpers import Running, collector, collector_env
+from tests.command import SRTD
 
 pytestmark = [
     pytest.mark.browser,
@@ -118,7 +119,7 @@ def test_login_then_the_jobs_table_shows_a_running_job_that_turns_completed_with
     recipe = tmp_path / "job.yaml"
     recipe.write_text(JOB.replace("ENDPOINT", served.url))
     log_dir = tmp_path / "logs"
-    argv = [sys.executable, "-m", "srtd", "run", str(recipe), "--log-dir", str(log_dir), "--job-id", "browser-1"]
+    argv = [*SRTD, "run", str(recipe), "--log-dir", str(log_dir), "--job-id", "browser-1"]
     job = subprocess.Popen(argv, env=job_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         row = page.locator('tr[data-job-id="browser-1"]')

@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from tests.command import SRTD
 
 
 def free_port() -> int:
@@ -46,7 +47,7 @@ def collector(db: Path, port: int | None = None, env: dict[str, str] | None = No
     """`srtd collector --json` until the block ends; its stderr kept in a file beside the db."""
     port = port if port is not None else free_port()
     stderr = db.with_name(f"{db.stem}-{port}-{time.monotonic_ns()}.stderr")
-    argv = [sys.executable, "-m", "srtd", "collector", "--db", str(db), "--port", str(port), "--json", *extra]
+    argv = [*SRTD, "collector", "--db", str(db), "--port", str(port), "--json", *extra]
     with stderr.open("w") as err:
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env if env is not None else collector_env()

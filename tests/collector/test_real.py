@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.collector.helpers import collector, collector_env, free_port
+from tests.command import SRTD
 from tests.reporting import EVERY_STAGE
 from tests.reporting.test_collector_e2e import SHORT_JOB, job_id_of, recipe, run, token_in
 from tests.supervisor.helpers import assert_no_leftovers, leftover_processes
@@ -95,7 +96,7 @@ def test_a_job_goes_on_and_ends_recorded_across_a_collector_restart(tmp_path: Pa
     env = {k: v for k, v in collector_env().items() if not k.startswith("SLURM_")}
     with collector(db, port) as first:
         srtd = subprocess.Popen(
-            [sys.executable, "-m", "srtd", "run", str(job), "--log-dir", str(tmp_path / "logs")],
+            [*SRTD, "run", str(job), "--log-dir", str(tmp_path / "logs")],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -119,7 +120,7 @@ def test_a_job_goes_on_and_ends_recorded_across_a_collector_restart(tmp_path: Pa
 
 def test_beyond_loopback_without_a_write_token_it_refuses_with_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "srtd", "collector", "--host", "0.0.0.0", "--db", str(tmp_path / "c.db")],
+        [*SRTD, "collector", "--host", "0.0.0.0", "--db", str(tmp_path / "c.db")],
         env=collector_env(),
         capture_output=True,
         text=True,
@@ -138,7 +139,7 @@ def test_a_port_in_use_and_a_file_that_is_no_database_are_one_line_each(tmp_path
     with collector(tmp_path / "c.db") as running:
         port = running.url.rsplit(":", 1)[1]
         taken = subprocess.run(
-            [sys.executable, "-m", "srtd", "collector", "--port", port, "--db", str(tmp_path / "d.db")],
+            [*SRTD, "collector", "--port", port, "--db", str(tmp_path / "d.db")],
             env=collector_env(),
             capture_output=True,
             text=True,
@@ -149,7 +150,7 @@ def test_a_port_in_use_and_a_file_that_is_no_database_are_one_line_each(tmp_path
     garbage = tmp_path / "garbage.db"
     garbage.write_text("not sqlite at all, " * 100)
     bad = subprocess.run(
-        [sys.executable, "-m", "srtd", "collector", "--db", str(garbage)],
+        [*SRTD, "collector", "--db", str(garbage)],
         env=collector_env(),
         capture_output=True,
         text=True,
@@ -194,7 +195,7 @@ def test_twenty_jobs_reporting_at_once_are_all_recorded_with_every_unit_event(tm
         runs = []
         for i in range(20):
             log_dir = tmp_path / f"logs-{i}"
-            argv = [sys.executable, "-m", "srtd", "run", str(recipe_path), "--log-dir", str(log_dir)]
+            argv = [*SRTD, "run", str(recipe_path), "--log-dir", str(log_dir)]
             proc = subprocess.Popen(argv, env=job_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             runs.append((proc, log_dir))
         for proc, _ in runs:

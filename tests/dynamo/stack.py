@@ -24,6 +24,8 @@ import httpx
 import pytest
 from ruamel.yaml import YAML
 
+from tests.command import SRTD
+
 REPO = Path(__file__).resolve().parents[2]
 AGG = REPO / "recipes" / "local" / "dynamo-agg.yaml"
 DISAGG = REPO / "recipes" / "local" / "dynamo-disagg.yaml"
@@ -176,7 +178,7 @@ class Job:
 def start(stack: Stack, recipe: Path, tmp: Path) -> Job:
     """`srtd run RECIPE` with the stack's PATH, a HOME of its own and logs in tmp/logs."""
     (tmp / "home").mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "srtd", "run", str(recipe), "--log-dir", str(tmp / "logs")]
+    argv = [*SRTD, "run", str(recipe), "--log-dir", str(tmp / "logs")]
     netns = private_network()
     if netns:
         argv = ["unshare", "-n", "--", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *argv]

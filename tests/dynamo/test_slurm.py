@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.command import SRTD
 from tests.dynamo.stack import REPO, Stack, in_session
 from tests.supervisor.helpers import assert_no_leftovers, check_journal, wait_for
 
@@ -35,7 +35,7 @@ def test_the_agg_recipe_runs_on_the_slurm_dev_cluster(tmp_path: Path, stack: Sta
     if status.returncode != 0:
         pytest.fail(f"the dev Slurm cluster is not up: {status.stdout.strip()} {status.stderr.strip()}")
     (tmp_path / "home").mkdir()
-    argv = [sys.executable, "-m", "srtd", "submit", "--wait", "--json", str(RECIPE)]
+    argv = [*SRTD, "submit", "--wait", "--json", str(RECIPE)]
     argv += ["--cluster-config", str(CLUSTER_CONFIG)]
     proc = subprocess.Popen(
         argv, cwd=tmp_path, env=stack.env(tmp_path / "home"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

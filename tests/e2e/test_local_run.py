@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from srtd.events import Event
+from tests.command import run_srtd, start_srtd
 from tests.supervisor.helpers import assert_cancelled_by_sigint, assert_no_leftovers, check_journal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,16 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def srtd(*args: str, extra_env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | (extra_env or {})
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "srtd", *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        **kwargs,
-    )
+    return start_srtd(*args, env=extra_env, **kwargs)
 
 
 def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
@@ -93,15 +84,7 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
 def test_json_output_is_the_journal_then_a_summary(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "srtd", "run", str(DEMO), "--log-dir", str(log_dir), "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_srtd("run", str(DEMO), "--log-dir", str(log_dir), "--json", env=env, drop=())
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     streamed = [Event.from_line(line) for line in lines[:-1]]

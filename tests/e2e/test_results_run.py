@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from srtd.errors import EXIT_NO_RESULTS
 from srtd.events import Event
+from tests.command import run_srtd
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "recipes" / "features" / "results-sweep.yaml"
@@ -22,16 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def srtd(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "srtd", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_srtd(*args, timeout=timeout)
 
 
 OUTPUT: dict[Path, str] = {}  # what `srtd run` printed, per log dir

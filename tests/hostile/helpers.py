@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import resource
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +10,7 @@ from click.testing import CliRunner
 
 import srtd.cli._commands
 from srtd.cli._main import cli
+from tests.command import run_srtd
 
 # Exit codes a command may end with on any input (docs/exit-codes.md); 70 is a bug.
 DOCUMENTED = {0, 1, 2, 3, 4}
@@ -42,18 +40,7 @@ def _limits() -> None:
 
 def bounded(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
     """One command in a subprocess with memory and CPU rlimits and a wall-clock timeout."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRTD_", "SLURM_"))}
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "srtd", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=SECONDS,
-        preexec_fn=_limits,
-        check=False,
-    )
+    proc = run_srtd(*args, cwd=cwd, env=env, drop=("SRTD_", "SLURM_"), timeout=SECONDS, preexec_fn=_limits)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -20,6 +20,7 @@ from srtd.launch import srun_argv, srun_line, srun_nodelist, step_name, with_sru
 from srtd.plan import build_plan
 from srtd.topology import expand
 from srtd.unit import Container, Srun, Unit, UnitKind
+from tests.command import SRTD
 from tests.plan.test_corpus_plans import plannable, recipes_of
 from tests.reference import need_shared
 
@@ -190,7 +191,7 @@ def test_every_recipe_under_nodes_has_an_srun_line_per_unit(key: str) -> None:
 def test_srtd_plan_prints_srun_lines_in_text_and_json(tmp_path: Path) -> None:
     recipe = ROOT / "recipes" / "slurm-dev" / "demo.yaml"
     config = ROOT / "scripts" / "slurm-dev.srtslurm.yaml"
-    base = [sys.executable, "-m", "srtd", "plan", str(recipe), "--nodes", "node[1-4]", "--cluster-config", str(config)]
+    base = [*SRTD, "plan", str(recipe), "--nodes", "node[1-4]", "--cluster-config", str(config)]
     base += ["--job-id", "77", "--log-dir", "/out/77"]
     text = subprocess.run(base, capture_output=True, text=True, check=True, env={**os.environ, "NO_COLOR": "1"}).stdout
     data = json.loads(subprocess.run([*base, "--json"], capture_output=True, text=True, check=True).stdout)
@@ -203,7 +204,7 @@ def test_srtd_plan_prints_srun_lines_in_text_and_json(tmp_path: Path) -> None:
     for first in first_line_of_each:
         assert f"    $ {first}" in text.splitlines()
     local = subprocess.run(
-        [sys.executable, "-m", "srtd", "plan", str(recipe), "--local", "--json"],
+        [*SRTD, "plan", str(recipe), "--local", "--json"],
         capture_output=True,
         text=True,
         check=True,

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.command import SRTD
 from tests.reporting import EVERY_STAGE
 from tests.supervisor.helpers import assert_no_leftovers
 
@@ -119,7 +120,7 @@ def run(tmp_path: Path, recipe_path: Path, env: dict[str, str]) -> Run:
         log_dir = tmp_path / f"logs-{recipe_path.stem}-{attempt}-{uuid.uuid4().hex[:6]}"
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "srtd", "run", str(recipe_path), "--log-dir", str(log_dir)],
+            [*SRTD, "run", str(recipe_path), "--log-dir", str(log_dir)],
             check=False,
             cwd=tmp_path,
             env={**base, **env},

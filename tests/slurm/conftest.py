@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.command import run_srtd
 from tests.supervisor.helpers import leftover_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,15 +49,7 @@ def slurm() -> None:
 def srtd(
     *args: str, cwd: Path, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srtd", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return run_srtd(*args, cwd=cwd, timeout=timeout, env=env, drop=())
 
 
 def squeue_steps(job: str) -> dict[str, str]:

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.command import SRTD
 from tests.slurm.conftest import CLUSTER_CONFIG, custom_job, job_state, journal, squeue_steps, srtd, wait_for
 from tests.slurm.users import other_user, srtd_as
 
@@ -40,7 +40,7 @@ def listed(env: dict[str, str], cwd: Path) -> dict[str, dict[str, Any]]:
 
 def background(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     """`srtd ARGS` left running, its output kept."""
-    argv = [sys.executable, "-m", "srtd", *args]
+    argv = [*SRTD, *args]
     return subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

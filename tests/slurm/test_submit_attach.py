@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.command import SRTD
 from tests.slurm.conftest import CLUSTER_CONFIG, job_state, squeue_steps, srtd, wait_for
 
 pytestmark = pytest.mark.usefixtures("slurm")
@@ -41,7 +41,7 @@ def test_submit_attach_shows_the_queue_the_start_the_run_and_exits_with_the_jobs
     path = tmp_path / "live.yaml"
     path.write_text(recipe(token))
     done = subprocess.run(
-        [sys.executable, "-m", "srtd", "submit", str(path), "--cluster-config", str(CLUSTER_CONFIG), "--attach"],
+        [*SRTD, "submit", str(path), "--cluster-config", str(CLUSTER_CONFIG), "--attach"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -82,7 +82,7 @@ def test_ctrl_c_leaves_the_view_and_the_job_goes_on(
         )
     )
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "srtd", "submit", str(path), "--cluster-config", str(CLUSTER_CONFIG), "--attach"],
+        [*SRTD, "submit", str(path), "--cluster-config", str(CLUSTER_CONFIG), "--attach"],
         cwd=tmp_path,
         env={**os.environ, "SRTD_RUNTIME_DIR": f"{tmp_path}/rt"},
         stdout=subprocess.PIPE,

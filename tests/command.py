@@ -1,0 +1,60 @@
+"""`srtd` as a user runs it: its own process, in a given directory and environment.
+
+The one way tests and perf scenarios start the CLI as a subprocess (in-process calls use
+click's CliRunner).  The environment is this process's, minus any variable starting with
+one of `drop` (a test run inside a Slurm allocation must not look like a batch job's), plus
+`env`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SRTD = (sys.executable, "-m", "srtd")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def srtd_env(env: dict[str, str] | None = None, *, drop: Sequence[str] = ("SLURM_",)) -> dict[str, str]:
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop))}
+    return kept | (env or {})
+
+
+def run_srtd(
+    *args: str,
+    cwd: Path = REPO,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    drop: Sequence[str] = ("SLURM_",),
+    **options: Any,
+) -> subprocess.CompletedProcess[str]:
+    """Run `srtd ARGS` to its end; its output captured as text; never raises on its exit code."""
+    return subprocess.run(
+        [*SRTD, *args],
+        cwd=cwd,
+        env=srtd_env(env, drop=drop),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **options,
+    )
+
+
+def start_srtd(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None, **options: Any
+) -> subprocess.Popen[str]:
+    """Start `srtd ARGS`; stdout and stderr together on one text pipe."""
+    return subprocess.Popen(
+        [*SRTD, *args],
+        cwd=cwd,
+        env=srtd_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **options,
+    )
