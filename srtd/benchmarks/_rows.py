@@ -14,6 +14,7 @@ from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
+from srtd.layout import Place
 from srtd.recipe import MANUAL_BENCHMARK
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import ResultsSpec, Srun, Unit, UnitKind
@@ -265,7 +266,7 @@ def benchmark_unit(
         env=env,
         container=container,
         srun=Srun(options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}),
-        log=ctx.log("benchmark"),
+        log=ctx.log("benchmark", Place.JOB),
         echo=bench.stream_output,
         critical=False,
         terminal=True,

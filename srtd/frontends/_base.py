@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, DYNAMO_LAUNCH, WorkerLaunch, WorkerMode, engine_row, flags
+from srtd.layout import Place
 from srtd.recipe import Recipe
 from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, GRPC, HTTP, Process
 from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
@@ -149,7 +150,7 @@ class Frontend(Row):
             env=merged,
             container=ctx.container(image or fe.container_image or ctx.recipe.model.container),
             srun=srun or Srun(),
-            log=ctx.log(log or f"{node}_{name}"),
+            log=ctx.log(log or f"{node}_{name}", Place.WORKER),
             ports=ports or {},
             readiness=readiness,
             critical=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -31,11 +30,13 @@ from srtd.frontends._base import (
     tcp_ready,
     worker_url,
 )
+from srtd.layout import Place
 from srtd.recipe import NO_FRONTEND, Recipe
 from srtd.topology import BOOTSTRAP, FRONTEND_PUBLIC_PORT, NIXL, ROUTER_METRICS_PORT, Process
 from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
 
 METRICS_PORT = "{metrics_port}"  # in `metrics_flags`: the router's metrics port of this job
+ORCHESTRATOR_CONFIG = "ser.yaml"  # trtllm-serve disaggregated's server config: srtctl's file name
 
 
 def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Unit:
@@ -65,8 +66,8 @@ def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Uni
         "            proxy_buffering off;\n"
         "        }\n    }\n}\n"
     )
-    ctx.files[posixpath.join(ctx.log_dir, "nginx.conf")] = conf
-    config = posixpath.join(ctx.logs_path, "nginx.conf")
+    ctx.files[ctx.job_file(Place.JOB, "nginx.conf", in_step=False)] = conf
+    config = ctx.job_file(Place.JOB, "nginx.conf", in_step=True)
     return Unit(
         name="nginx",
         kind=UnitKind.FRONTEND,
@@ -76,7 +77,7 @@ def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Uni
         env=ctx.job_env(),
         container=ctx.container(fe.nginx_container, remap_root=True),
         srun=Srun(shell=False, options={"container-remap-root": ""} if ctx.containerized else {}),
-        log=ctx.log(f"{layout.nginx}_nginx"),
+        log=ctx.log(f"{layout.nginx}_nginx", Place.WORKER),
         ports={"http": layout.public_port},
         readiness=readiness,
         critical=True,
@@ -387,9 +388,9 @@ class TRTLLMServe(Frontend):
             lines += [f"    - {u}" for u in urls]
         if fe.server_config_extra:
             lines += [f"{k}: {v}" for k, v in fe.server_config_extra.items()]
-        ctx.files[posixpath.join(ctx.log_dir, "trtllm_serve.yaml")] = "\n".join(lines) + "\n"
+        ctx.files[ctx.job_file(Place.JOB, ORCHESTRATOR_CONFIG, in_step=False)] = "\n".join(lines) + "\n"
         node = self.home(ctx)
-        argv = ["trtllm-serve", "disaggregated", "--config", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
+        argv = ["trtllm-serve", "disaggregated", "--config", ctx.job_file(Place.JOB, ORCHESTRATOR_CONFIG, in_step=True)]
         ready = self.gate_readiness(ctx, HttpProbe(node=node, port=public, path="/health"))
         unit = self.unit(
             ctx,
@@ -399,7 +400,7 @@ class TRTLLMServe(Frontend):
             ports={"http": public},
             readiness=ready,
             srun=Srun(mpi="pmix"),
-            log=f"{node}_trtllm_serve_orchestrator",
+            log=f"{node}_frontend_0",  # srtctl's name: the job's one frontend
         )
         return FrontendPlan((unit,), unit.name, node, public)
 

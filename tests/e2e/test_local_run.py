@@ -79,8 +79,8 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
         exited = next(e for e in seen if e.unit == "agg_1_node1" and e.state == "exited")
         assert exited.signal == signal.SIGKILL
         # the crashed attempt's log is kept next to the fresh one
-        assert (log_dir / "node1_agg_w1.out.1").exists()
-        assert "toy-worker: ready on" in (log_dir / "node1_agg_w1.out").read_text()
+        assert (log_dir / "workers" / "node1_agg_w1.out.1").exists()
+        assert "toy-worker: ready on" in (log_dir / "workers" / "node1_agg_w1.out").read_text()
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:

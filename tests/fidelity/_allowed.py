@@ -27,9 +27,10 @@ def _plus_spare_nodes(diff: Diff, out: Outcome) -> bool:
     return [n for n in ups if n not in out.spare] == ours
 
 
-def _no_dynamo_frontend(out: Outcome) -> bool:
+def _older_srtctl_behind_other_frontend(out: Outcome) -> bool:
+    """A non-Dynamo frontend, in a snapshot of an srtctl older than the split log layout."""
     frontend = out.recipe.get("frontend") or {}
-    return bool(frontend.get("type", "dynamo") != "dynamo")
+    return bool(frontend.get("type", "dynamo") != "dynamo") and out.layout == "flat"
 
 
 def _legacy_visible_devices(out: Outcome) -> bool:
@@ -119,25 +120,13 @@ ALLOWED: tuple[Allow, ...] = (
         "agg_*|prefill_*|decode_*",
         "env",
         "DYN_*|ETCD_ENDPOINTS",
-        "this srtctl gave workers behind a non-Dynamo frontend the Dynamo environment; nothing there reads it",
+        "some older srtctl versions gave workers behind a non-Dynamo frontend the Dynamo environment (nothing "
+        "there reads it); the newest (sglang-direct-agg, trtllm-serve-agg) give none, and srtd follows them",
         side="dropped",
-        when=_no_dynamo_frontend,
+        when=_older_srtctl_behind_other_frontend,
     ),
     Allow("*", "program", "python-vs-python3", "srtd calls python3 everywhere; the same interpreter in these images"),
     Allow("*", "flag", "served-model-name", "srtctl repeats --served-model-name for vLLM; srtd passes it once"),
-    Allow(
-        "*",
-        "flag",
-        "dump-config-to",
-        "newer srtctl moved worker files to logs/workers/; srtd keeps the log directory flat",
-    ),
-    Allow(
-        "tachometer",
-        "flag",
-        "config",
-        "newer srtctl moved the scraper's config to logs/telemetry/; srtd keeps the log directory flat",
-    ),
-    Allow("trtllm_serve_orchestrator", "flag", "config", "srtd names the orchestrator's file trtllm_serve.yaml"),
     Allow(
         "service_nats",
         "program",
