@@ -45,6 +45,7 @@ class Frontend(Row):
     direct: ClassVar[bool] = False  # the single aggregated worker is itself the frontend
     engines: ClassVar[frozenset[str] | None] = None  # engine types it can front; None: any
     terminate_timeout: ClassVar[float] = 20.0
+    log_stem: ClassVar[str] = "frontend"  # its processes log to <node>_<log_stem>_<i>.out (srtctl's names)
 
     def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
         return []

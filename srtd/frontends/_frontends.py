@@ -118,6 +118,7 @@ class _Replicated(Frontend):
                     ports={"http": port},
                     readiness=ready,
                     srun=self.srun(ctx),
+                    log=f"{node}_{self.log_stem}_{i}",
                 )
             )
         if layout.nginx is not None:
@@ -211,6 +212,7 @@ class _StaticRouter(_Replicated):
 @register_frontend("sglang-router")
 class SGLangRouter(_StaticRouter):
     description = "the SGLang model gateway in front of SGLang servers"
+    log_stem = "router"  # srtctl's log name: <node>_router_<i>.out
     engines = frozenset({"sglang"})
     executable = ("python3", "-m", "sglang_router.launch_router")
     metrics_flags = ("--prometheus-port", METRICS_PORT, "--prometheus-host", "0.0.0.0")
@@ -240,6 +242,7 @@ class SglRouter(_StaticRouter):
 @register_frontend("smg")
 class SGLangModelGateway(_StaticRouter):
     description = "the SGLang model gateway binary (`smg`); command line not verified on hardware"
+    log_stem = "smg"  # srtctl's log name: <node>_smg_<i>.out
     engines = frozenset({"sglang", "vllm", "tokenspeed"})
     executable = ("smg", "launch")
     metrics_flags = ("--prometheus-port", METRICS_PORT)
@@ -248,6 +251,7 @@ class SGLangModelGateway(_StaticRouter):
 @register_frontend("vllm-router")
 class VLLMRouter(_StaticRouter):
     description = "the vLLM router in front of vLLM servers; command line not verified on hardware"
+    log_stem = "vllm-router"  # srtctl's log name: <node>_vllm-router_<i>.out
     engines = frozenset({"vllm"})
     executable = ("vllm-router",)
     pd_flag = "--vllm-pd-disaggregation"
@@ -276,6 +280,7 @@ class VLLMRouter(_StaticRouter):
 @register_frontend("atomesh")
 class Atomesh(_StaticRouter):
     description = "the ATOM mesh router; command line not verified on hardware"
+    log_stem = "atomesh"  # srtctl's log name: <node>_atomesh_<i>.out
     engines = frozenset({"atom"})
     executable = ("atomesh", "launch")
 
@@ -289,6 +294,7 @@ class Atomesh(_StaticRouter):
 @register_frontend("tilert-router")
 class TileRTRouter(_StaticRouter):
     description = "the TileRT router (vLLM prefill, TileRT decode); command line not verified on hardware"
+    log_stem = "tilert-router"  # srtctl's log name: <node>_tilert-router_<i>.out
     engines = frozenset({"tilert", "vllm"})
     executable = ("python3", "-m", "tilert.pd_vllm.pd_router")
 
@@ -400,7 +406,7 @@ class TRTLLMServe(Frontend):
             ports={"http": public},
             readiness=ready,
             srun=Srun(mpi="pmix"),
-            log=f"{node}_frontend_0",  # srtctl's name: the job's one frontend
+            log=f"{node}_{self.log_stem}_0",  # srtctl's name: the job's one frontend
         )
         return FrontendPlan((unit,), unit.name, node, public)
 

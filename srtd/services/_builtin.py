@@ -211,6 +211,9 @@ class Tachometer(ServiceKind):
             str(cfg.sync_interval_secs),
         ]
 
+    def log_name(self, inst: Instance) -> str:
+        return "tachometer"  # srtctl's name: it is the job's one scraper
+
     def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
         return {"POLARS_MAX_THREADS": str(ctx.recipe.observability.tachometer.compaction_threads)}
 

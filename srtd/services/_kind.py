@@ -117,6 +117,10 @@ class ServiceKind(Row):
         """srun options the kind needs (under the recipe's own)."""
         return {}
 
+    def log_name(self, inst: Instance) -> str:
+        """Its instance's log file name, without `.out`: the unit's name unless srtctl names it otherwise."""
+        return inst.unit_name
+
     def stop_timeout(self, ctx: PlanContext, svc: ServiceConfig) -> float:
         """Seconds between SIGTERM and SIGKILL when the job stops."""
         return self.terminate_timeout

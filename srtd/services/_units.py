@@ -237,7 +237,7 @@ def _instance_unit(
             shell=kind.shell,
             export_env=env if not kind.shell else {},
         ),
-        log=ctx.log(inst.unit_name, kind.log_place),
+        log=ctx.log(kind.log_name(inst), kind.log_place),
         ports=service_ports(eff, ctx.port_offset),
         after=source_edge,
         readiness=readiness,

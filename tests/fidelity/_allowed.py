@@ -1,7 +1,7 @@
 """Differences from srtctl that srtd makes on purpose: the one reviewed allow-list.
 
 Each entry names the step (glob), the aspect (`missing`, `spare`, `extra`, `nodes`,
-`program`, `flag`, `env`, `image`, `mount`, `srun`), the key (flag, variable, mount
+`log`, `program`, `flag`, `env`, `image`, `mount`, `srun`), the key (flag, variable, mount
 or option; glob) and why.  `side="added"` matches only what srtd adds (upstream has
 none), `side="dropped"` only what srtd leaves out; `when` limits an entry to the
 examples it is about; `example` names the one snapshot an entry is about.
@@ -31,6 +31,14 @@ def _older_srtctl_behind_other_frontend(out: Outcome) -> bool:
     """A non-Dynamo frontend, in a snapshot of an srtctl older than the split log layout."""
     frontend = out.recipe.get("frontend") or {}
     return bool(frontend.get("type", "dynamo") != "dynamo") and out.layout == "flat"
+
+
+def _named_by_node_for_the_spare_nodes(diff: Diff, out: Outcome) -> bool:
+    """srtd's one instance logs as service_<name>.out; upstream, counting the mock's spare nodes as
+    more instances, names each by its node (the step's own name says which)."""
+    node = diff.step.rsplit("_", 1)[-1]
+    ours = str(diff.srtd or "")
+    return bool(out.spare) and ours.endswith(".out") and diff.upstream == f"{ours[: -len('.out')]}_{node}.out"
 
 
 def _legacy_visible_devices(out: Outcome) -> bool:
@@ -87,6 +95,14 @@ ALLOWED: tuple[Allow, ...] = (
     ),
     Allow(
         "service_*",
+        "log",
+        "",
+        "a per-node service srtd runs once is several instances upstream (the mock's spare nodes), each "
+        "logging as service_<name>_<node>.out; srtd names one instance's log service_<name>.out, as srtctl does",
+        values=_named_by_node_for_the_spare_nodes,
+    ),
+    Allow(
+        "service_*",
         "mount",
         "*$SRTCTL_SOURCE_DIR*",
         "a mount of an unset variable: the mock resolved it against its own temp directory",
@@ -101,7 +117,7 @@ ALLOWED: tuple[Allow, ...] = (
     # --- the mock's colocate oddity (README: "follow the recipe")
     Allow(
         "decode_*|*router*|smg_*",
-        "nodes|flag|env",
+        "nodes|log|flag|env",
         _PLACEMENT_KEYS,
         "the mock puts a colocated decode worker on a spare node; srtd follows the recipe (prefill's node), "
         "and that node decides its GPUs and per-node ports",

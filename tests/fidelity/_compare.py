@@ -42,7 +42,7 @@ class Diff:
     """One difference between an upstream step and srtd's unit."""
 
     step: str  # the upstream step's name (or srtd's unit name for an extra unit)
-    aspect: str  # missing, extra, nodes, logdir, program, flag, env, image, mount, srun
+    aspect: str  # missing, extra, nodes, log, program, flag, env, image, mount, srun
     key: str  # the flag, variable, mount or option; "" for whole-step aspects
     upstream: Any
     srtd: Any
@@ -284,11 +284,10 @@ def compare_step(step: Step, unit: Unit, out: Outcome) -> None:
     hosts = srun_nodelist(unit)  # what srun is given: one host per task under arbitrary distribution
     if list(step.nodes) != hosts:
         diffs.append(Diff(name, "nodes", "", step.nodes, hosts))
-    # where the step's log goes: the directory (the layout), not the file's name
-    up_dir = posixpath.dirname(step.fields["output"]) if "output" in step.fields else None
-    our_dir = posixpath.dirname(posixpath.join(LOGS, unit.log))
-    if up_dir is not None and up_dir != our_dir:
-        diffs.append(Diff(name, "logdir", "", up_dir, our_dir))
+    # where the step's log goes (the layout's directory and the file's name)
+    our_log = posixpath.join(LOGS, unit.log)
+    if "output" in step.fields and step.fields["output"] != our_log:
+        diffs.append(Diff(name, "log", "", step.fields["output"], our_log))
     up_prog, up_flags = command_parts(step.argv)
     our_prog, our_flags = command_parts(list(unit.argv))
     if up_prog != our_prog:

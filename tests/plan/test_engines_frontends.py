@@ -244,7 +244,7 @@ def test_sglang_direct_behind_the_sglang_router() -> None:
         "0.0.0.0",
     )
     assert router.srun.mpi is None
-    assert (router.terminate_timeout, router.log) == (20.0, "workers/node1_frontend_0.out")
+    assert (router.terminate_timeout, router.log) == (20.0, "workers/node1_router_0.out")
 
 
 def test_sglang_router_aggregated_takes_worker_urls_and_its_args() -> None:

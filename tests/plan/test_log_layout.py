@@ -61,7 +61,7 @@ def test_split_layout_is_the_default_and_puts_each_log_in_its_directory() -> Non
         "frontend_0": "workers/node1_frontend_0.out",
         "service_dcgm-exporter": "services/logs/service_dcgm-exporter.out",
         "service_node-exporter": "services/logs/service_node-exporter.out",
-        "service_tachometer": "telemetry/service_tachometer.out",
+        "service_tachometer": "telemetry/tachometer.out",
         "service_web": "services/logs/service_web.out",
         "benchmark": "benchmark.out",
     }
