@@ -104,3 +104,16 @@ def test_the_setting_from_the_environment_and_a_bad_value(monkeypatch: pytest.Mo
     with pytest.raises(ClusterConfigError) as info:
         load_cluster(None)
     assert str(info.value) == "SRTD_LOG_LAYOUT: input should be 'split' or 'flat', got 'nested'"
+
+
+def test_the_setting_in_the_cluster_file_and_a_bad_value_with_its_place(tmp_path: Path) -> None:
+    from srtd.cluster import load_cluster
+    from srtd.errors import ClusterConfigError
+
+    path = tmp_path / "srtslurm.yaml"
+    path.write_text("cluster: x\nlog_layout: flat\n")
+    assert load_cluster(path)[0].log_layout == "flat"
+    path.write_text("cluster: x\nlog_layout: nested\n")
+    with pytest.raises(ClusterConfigError) as info:
+        load_cluster(path)
+    assert str(info.value) == f"{path}:2:13 log_layout: input should be 'split' or 'flat', got 'nested'"
