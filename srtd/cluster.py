@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
+from srtd.layout import DEFAULT_LAYOUT, LogLayout
 from srtd.recipe import RULES_ERROR, ReportingConfig, SlurmTime
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
@@ -113,6 +114,9 @@ class Cluster(BaseSettings):
     """Host directory of srt-slurm's benchmark scripts, mounted at /srtctl-benchmarks."""
     output_root: str = "outputs"
     """Where log directories go when the recipe sets no `output.log_dir`."""
+    log_layout: LogLayout = DEFAULT_LAYOUT
+    """`split`: worker logs under `workers/`, service logs under `services/logs/`, telemetry under
+    `telemetry/` (srt-slurm's newest layout); `flat`: every log at the top of the log directory."""
     reporting: ReportingConfig | None = None
     """Status collectors of every job (`reporting.status`, as in a recipe); a recipe's own `reporting.status` wins."""
 

@@ -9,11 +9,13 @@ computes each of those once, so no row recomputes (or disagrees about) them.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from srtd.cluster import Cluster
+from srtd.layout import Place, log_file
 from srtd.recipe import Recipe
 from srtd.topology import Endpoint, NodeMap, PortAllocator, Process
 from srtd.unit import Container
@@ -148,9 +150,15 @@ class PlanContext:
         """The log directory as a step sees it."""
         return LOGS_IN_CONTAINER if self.containerized else self.log_dir
 
-    def log(self, stem: str) -> str:
-        """A unit's log file, relative to the log directory."""
-        return f"{stem}.out"
+    def log(self, stem: str, place: Place) -> str:
+        """A unit's log file, relative to the log directory (the cluster's `log_layout` decides where)."""
+        return log_file(self.cluster.log_layout, place, f"{stem}.out")
+
+    def job_file(self, place: Place, name: str, *, in_step: bool) -> str:
+        """A file of the job under its log directory: as a step sees it (`in_step`), or on the host
+        where srtd writes it before launch (`ctx.files`) and probes it."""
+        root = self.logs_path if in_step else self.log_dir
+        return posixpath.join(root, log_file(self.cluster.log_layout, place, name))
 
     # ------------------------------------------------------------------ env
 

@@ -14,11 +14,13 @@ from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row, profiling_client_env
 from srtd.errors import PlanError
+from srtd.layout import Place, log_file
 from srtd.recipe import MANUAL_BENCHMARK
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import ResultsSpec, Srun, Unit, UnitKind
 
 SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
+RESULTS_FILE = "benchmark.json"  # srtd's own clients' results (the status reporter reads it there)
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,10 @@ class Toy(Benchmark):
         argv = ["srtd-toy-bench", "--url", url, "--model", served_name(ctx) or "toy"]
         argv += ["--requests", str(_or(bench.num_requests, 20)), "--concurrency", str(_or(bench.concurrency, 4))]
         argv += ["--max-tokens", str(bench.max_tokens or bench.osl or 16)]
-        return [*argv, "--output", f"{ctx.logs_path}/benchmark.json"]
+        return [*argv, "--output", ctx.job_file(Place.JOB, RESULTS_FILE, in_step=True)]
 
     def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
-        return ("srtd", "benchmark.json")
+        return ("srtd", log_file(ctx.cluster.log_layout, Place.JOB, RESULTS_FILE))
 
 
 @register_benchmark("aiperf")
@@ -126,10 +128,11 @@ class AIPerf(Benchmark):
         argv += ["--requests", str(_or(bench.num_requests, 20))]
         if bench.req_rate not in (None, "inf"):
             argv += ["--request-rate", str(bench.req_rate)]
-        return [*argv, "--artifacts", f"{ctx.logs_path}/aiperf", "--output", f"{ctx.logs_path}/benchmark.json"]
+        artifacts = ctx.job_file(Place.JOB, "aiperf", in_step=True)
+        return [*argv, "--artifacts", artifacts, "--output", ctx.job_file(Place.JOB, RESULTS_FILE, in_step=True)]
 
     def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
-        return ("srtd", "benchmark.json")
+        return ("srtd", log_file(ctx.cluster.log_layout, Place.JOB, RESULTS_FILE))
 
 
 def concurrency_levels(levels: tuple[int, ...] | str | None, single: int | None) -> list[int]:
@@ -265,7 +268,7 @@ def benchmark_unit(
         env=env,
         container=container,
         srun=Srun(options={**ctx.cluster.default_srun_options, **ctx.recipe.srun_options}),
-        log=ctx.log("benchmark"),
+        log=ctx.log("benchmark", Place.JOB),
         echo=bench.stream_output,
         critical=False,
         terminal=True,

@@ -13,6 +13,7 @@ from srtd.context import PlanContext, render
 from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
 from srtd.engines._profiling import worker_env as profiling_env
 from srtd.errors import PlanError
+from srtd.layout import Place
 from srtd.recipe import EngineConfig, LivenessSpec, Recipe, RoleConfig, Section
 from srtd.topology import SYS, Endpoint, PortKind, PortPlan, Process
 from srtd.unit import HttpProbe, Liveness, LogProbe, Readiness, Restart, RestartMode, Srun, TcpProbe, Unit, UnitKind
@@ -207,8 +208,8 @@ class Engine(Row):
     def mooncake_store_file(self, ctx: PlanContext, role: str, store: Mapping[str, Any]) -> str:
         """Write the role's Mooncake store client config; its path as the workers see it."""
         name = f"mooncake_store_config_{role}.json"
-        ctx.files[posixpath.join(ctx.log_dir, name)] = _mooncake_store_json(ctx, store)
-        return posixpath.join(ctx.logs_path, name)
+        ctx.files[ctx.job_file(Place.JOB, name, in_step=False)] = _mooncake_store_json(ctx, store)
+        return ctx.job_file(Place.JOB, name, in_step=True)
 
     def visible_devices_env(self, ctx: PlanContext, cfg: EngineConfig) -> bool:
         """Pin a partial-node worker's GPUs with the visible-devices variable (else a flag does)."""
@@ -256,7 +257,7 @@ class Engine(Row):
             srun=with_dynamo_install(ctx, self.srun(ctx, cfg, role, endpoint))
             if mode.via_dynamo
             else self.srun(ctx, cfg, role, endpoint),
-            log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}"),
+            log=ctx.log(f"{proc.node}_{role}_w{endpoint.index}", Place.WORKER),
             ports=ports,
             readiness=self.readiness(ctx, cfg, proc, mode),
             liveness=self.liveness(ctx, cfg, role, proc, mode),
@@ -360,7 +361,7 @@ def dynamo_worker_flags(ctx: PlanContext, proc: Process, *, dump_config: bool = 
     """Flags every Dynamo worker takes: its request plane, and where to write its resolved config."""
     out = ["--request-plane", ctx.recipe.dynamo.request_plane]
     if dump_config:
-        out += ["--dump-config-to", posixpath.join(ctx.logs_path, f"{proc.node}_config.json")]
+        out += ["--dump-config-to", ctx.job_file(Place.WORKER, f"{proc.node}_config.json", in_step=True)]
     return out
 
 

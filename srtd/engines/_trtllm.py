@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from srtd.context import PlanContext
 from srtd.engines._base import Engine, WorkerMode, disagg_mode, dynamo_worker_flags, need_port, register_engine
 from srtd.engines._trtllm_pool import dynamo_entry, pool_env, pool_preamble
+from srtd.layout import Place
 from srtd.recipe import EngineConfig, Recipe, TRTLLMEngine
 from srtd.topology import HTTP, KV_EVENTS, NIXL, SYS, TRTLLM_DIST_INIT, PortPlan, Process
 from srtd.unit import Readiness, Srun, TcpProbe
@@ -48,8 +48,7 @@ class TRTLLM(Engine):
         return PortPlan(every=(SYS, KV_EVENTS, NIXL), leader=(HTTP, TRTLLM_DIST_INIT))
 
     def config_file(self, ctx: PlanContext, role: str, *, in_step: bool) -> str:
-        root = ctx.logs_path if in_step else ctx.log_dir
-        return posixpath.join(root, f"trtllm_config_{role}.yaml")
+        return ctx.job_file(Place.JOB, f"trtllm_config_{role}.yaml", in_step=in_step)
 
     def argv(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process, mode: WorkerMode) -> list[str]:
         served = self.served_model_name(ctx, role)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, DYNAMO_LAUNCH, WorkerLaunch, WorkerMode, engine_row, flags
+from srtd.layout import Place
 from srtd.recipe import Recipe
 from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, GRPC, HTTP, Process
 from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
@@ -44,6 +45,7 @@ class Frontend(Row):
     direct: ClassVar[bool] = False  # the single aggregated worker is itself the frontend
     engines: ClassVar[frozenset[str] | None] = None  # engine types it can front; None: any
     terminate_timeout: ClassVar[float] = 20.0
+    log_stem: ClassVar[str] = "frontend"  # its processes log to <node>_<log_stem>_<i>.out (srtctl's names)
 
     def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
         return []
@@ -149,7 +151,7 @@ class Frontend(Row):
             env=merged,
             container=ctx.container(image or fe.container_image or ctx.recipe.model.container),
             srun=srun or Srun(),
-            log=ctx.log(log or f"{node}_{name}"),
+            log=ctx.log(log or f"{node}_{name}", Place.WORKER),
             ports=ports or {},
             readiness=readiness,
             critical=True,

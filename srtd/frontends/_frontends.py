@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -31,11 +30,13 @@ from srtd.frontends._base import (
     tcp_ready,
     worker_url,
 )
+from srtd.layout import Place
 from srtd.recipe import NO_FRONTEND, Recipe
 from srtd.topology import BOOTSTRAP, FRONTEND_PUBLIC_PORT, NIXL, ROUTER_METRICS_PORT, Process
 from srtd.unit import HttpProbe, Readiness, Srun, Unit, UnitKind
 
 METRICS_PORT = "{metrics_port}"  # in `metrics_flags`: the router's metrics port of this job
+ORCHESTRATOR_CONFIG = "ser.yaml"  # trtllm-serve disaggregated's server config: srtctl's file name
 
 
 def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Unit:
@@ -65,8 +66,8 @@ def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Uni
         "            proxy_buffering off;\n"
         "        }\n    }\n}\n"
     )
-    ctx.files[posixpath.join(ctx.log_dir, "nginx.conf")] = conf
-    config = posixpath.join(ctx.logs_path, "nginx.conf")
+    ctx.files[ctx.job_file(Place.JOB, "nginx.conf", in_step=False)] = conf
+    config = ctx.job_file(Place.JOB, "nginx.conf", in_step=True)
     return Unit(
         name="nginx",
         kind=UnitKind.FRONTEND,
@@ -76,7 +77,7 @@ def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Uni
         env=ctx.job_env(),
         container=ctx.container(fe.nginx_container, remap_root=True),
         srun=Srun(shell=False, options={"container-remap-root": ""} if ctx.containerized else {}),
-        log=ctx.log(f"{layout.nginx}_nginx"),
+        log=ctx.log(f"{layout.nginx}_nginx", Place.WORKER),
         ports={"http": layout.public_port},
         readiness=readiness,
         critical=True,
@@ -117,6 +118,7 @@ class _Replicated(Frontend):
                     ports={"http": port},
                     readiness=ready,
                     srun=self.srun(ctx),
+                    log=f"{node}_{self.log_stem}_{i}",
                 )
             )
         if layout.nginx is not None:
@@ -210,6 +212,7 @@ class _StaticRouter(_Replicated):
 @register_frontend("sglang-router")
 class SGLangRouter(_StaticRouter):
     description = "the SGLang model gateway in front of SGLang servers"
+    log_stem = "router"  # srtctl's log name: <node>_router_<i>.out
     engines = frozenset({"sglang"})
     executable = ("python3", "-m", "sglang_router.launch_router")
     metrics_flags = ("--prometheus-port", METRICS_PORT, "--prometheus-host", "0.0.0.0")
@@ -239,6 +242,7 @@ class SglRouter(_StaticRouter):
 @register_frontend("smg")
 class SGLangModelGateway(_StaticRouter):
     description = "the SGLang model gateway binary (`smg`); command line not verified on hardware"
+    log_stem = "smg"  # srtctl's log name: <node>_smg_<i>.out
     engines = frozenset({"sglang", "vllm", "tokenspeed"})
     executable = ("smg", "launch")
     metrics_flags = ("--prometheus-port", METRICS_PORT)
@@ -247,6 +251,7 @@ class SGLangModelGateway(_StaticRouter):
 @register_frontend("vllm-router")
 class VLLMRouter(_StaticRouter):
     description = "the vLLM router in front of vLLM servers; command line not verified on hardware"
+    log_stem = "vllm-router"  # srtctl's log name: <node>_vllm-router_<i>.out
     engines = frozenset({"vllm"})
     executable = ("vllm-router",)
     pd_flag = "--vllm-pd-disaggregation"
@@ -275,6 +280,7 @@ class VLLMRouter(_StaticRouter):
 @register_frontend("atomesh")
 class Atomesh(_StaticRouter):
     description = "the ATOM mesh router; command line not verified on hardware"
+    log_stem = "atomesh"  # srtctl's log name: <node>_atomesh_<i>.out
     engines = frozenset({"atom"})
     executable = ("atomesh", "launch")
 
@@ -288,6 +294,7 @@ class Atomesh(_StaticRouter):
 @register_frontend("tilert-router")
 class TileRTRouter(_StaticRouter):
     description = "the TileRT router (vLLM prefill, TileRT decode); command line not verified on hardware"
+    log_stem = "tilert-router"  # srtctl's log name: <node>_tilert-router_<i>.out
     engines = frozenset({"tilert", "vllm"})
     executable = ("python3", "-m", "tilert.pd_vllm.pd_router")
 
@@ -387,9 +394,9 @@ class TRTLLMServe(Frontend):
             lines += [f"    - {u}" for u in urls]
         if fe.server_config_extra:
             lines += [f"{k}: {v}" for k, v in fe.server_config_extra.items()]
-        ctx.files[posixpath.join(ctx.log_dir, "trtllm_serve.yaml")] = "\n".join(lines) + "\n"
+        ctx.files[ctx.job_file(Place.JOB, ORCHESTRATOR_CONFIG, in_step=False)] = "\n".join(lines) + "\n"
         node = self.home(ctx)
-        argv = ["trtllm-serve", "disaggregated", "--config", posixpath.join(ctx.logs_path, "trtllm_serve.yaml")]
+        argv = ["trtllm-serve", "disaggregated", "--config", ctx.job_file(Place.JOB, ORCHESTRATOR_CONFIG, in_step=True)]
         ready = self.gate_readiness(ctx, HttpProbe(node=node, port=public, path="/health"))
         unit = self.unit(
             ctx,
@@ -399,7 +406,7 @@ class TRTLLMServe(Frontend):
             ports={"http": public},
             readiness=ready,
             srun=Srun(mpi="pmix"),
-            log=f"{node}_trtllm_serve_orchestrator",
+            log=f"{node}_{self.log_stem}_0",  # srtctl's name: the job's one frontend
         )
         return FrontendPlan((unit,), unit.name, node, public)
 

@@ -6,6 +6,7 @@ import posixpath
 import shlex
 
 from srtd.context import PlanContext
+from srtd.layout import Place
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
 from srtd.topology import FRONTEND_PUBLIC_PORT
@@ -28,7 +29,7 @@ class _DataDirKind(ServiceKind):
     def data_dir(self, ctx: PlanContext, svc: ServiceConfig) -> str:
         if ctx.containerized:
             return f"/tmp/{self.name}"
-        return posixpath.join(ctx.log_dir, "services", svc.name, "data")
+        return ctx.job_file(Place.SERVICE_STATE, posixpath.join(svc.name, "data"), in_step=False)
 
     def preamble(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> str | None:
         # Stale Raft / JetStream state from an earlier job on the node breaks startup.
@@ -187,6 +188,7 @@ class Tachometer(ServiceKind):
 
     description = "the metrics scraper of observability.tachometer"
     host_native = True
+    log_place = Place.TELEMETRY
     shell = False
     inherits_discovery = False
 
@@ -198,17 +200,19 @@ class Tachometer(ServiceKind):
         if svc.command:
             return list(svc.command)
         cfg = ctx.recipe.observability.tachometer
-        root = ctx.logs_path if svc.container else ctx.log_dir
-        ctx.files[posixpath.join(ctx.log_dir, self.config_name)] = _scrape_config(ctx)
+        ctx.files[ctx.job_file(Place.TELEMETRY, self.config_name, in_step=False)] = _scrape_config(ctx)
         return [
             cfg.binary_path,
             "--config",
-            posixpath.join(root, self.config_name),
+            ctx.job_file(Place.TELEMETRY, self.config_name, in_step=bool(svc.container)),
             "--local-dir",
-            posixpath.join(root, cfg.storage_subdir, "local"),
+            ctx.job_file(Place.JOB, posixpath.join(cfg.storage_subdir, "local"), in_step=bool(svc.container)),
             "--sync-interval",
             str(cfg.sync_interval_secs),
         ]
+
+    def log_name(self, inst: Instance) -> str:
+        return "tachometer"  # srtctl's name: it is the job's one scraper
 
     def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
         return {"POLARS_MAX_THREADS": str(ctx.recipe.observability.tachometer.compaction_threads)}
@@ -255,7 +259,7 @@ class ProcessExporter(_Exporter):
         if svc.command:
             return list(svc.command)
         binary = svc.options.get("binary") or ctx.cluster.binaries.get(self.name) or "/bin/process-exporter"
-        config = posixpath.join(ctx.logs_path if svc.container else ctx.log_dir, "process-exporter.yml")
+        config = ctx.job_file(Place.TELEMETRY, "process-exporter.yml", in_step=bool(svc.container))
         return [
             str(binary),
             "-config.path",

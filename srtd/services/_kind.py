@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
+from srtd.layout import Place
 from srtd.recipe import ServiceConfig
 from srtd.topology import Process
 from srtd.unit import Readiness
@@ -48,6 +49,7 @@ class ServiceKind(Row):
     shell: ClassVar[bool] = True  # False: shell-less image, env travels through srun --export
     inherits_discovery: ClassVar[bool] = True
     host_native: ClassVar[bool] = False  # runs on the bare host unless a container is declared
+    log_place: ClassVar[Place] = Place.SERVICE  # where its instances' logs go (srtd/layout.py)
     container_fallback: ClassVar[str | None] = None
     terminate_timeout: ClassVar[float] = 30.0
     tier: ClassVar[int | None] = None
@@ -114,6 +116,10 @@ class ServiceKind(Row):
     def srun_options(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
         """srun options the kind needs (under the recipe's own)."""
         return {}
+
+    def log_name(self, inst: Instance) -> str:
+        """Its instance's log file name, without `.out`: the unit's name unless srtctl names it otherwise."""
+        return inst.unit_name
 
     def stop_timeout(self, ctx: PlanContext, svc: ServiceConfig) -> float:
         """Seconds between SIGTERM and SIGKILL when the job stops."""

@@ -6,6 +6,7 @@ import posixpath
 import shlex
 
 from srtd.context import PlanContext
+from srtd.layout import Place
 from srtd.recipe import ServiceConfig
 from srtd.services._builtin import INFRA_PLACEMENTS
 from srtd.services._kind import Instance, ServiceKind, register_service
@@ -28,7 +29,12 @@ def trtllm_pool(svc: ServiceConfig) -> bool:
 
 def pool_run_dir(ctx: PlanContext, member: str) -> str:
     """A pool member's run directory (TRTLLM_MOONCAKE_RUN_DIR), as the step sees it."""
-    return posixpath.join(ctx.logs_path, "mooncake", member)
+    return ctx.job_file(Place.JOB, posixpath.join("mooncake", member), in_step=True)
+
+
+def _donor_ready(ctx: PlanContext, node: str, *, in_step: bool) -> str:
+    """The file a donor writes once its memory is in the pool."""
+    return ctx.job_file(Place.JOB, posixpath.join("mooncake", f"donor-{node}.ready"), in_step=in_step)
 
 
 def pool_timeout_env(options: dict[str, object]) -> dict[str, str]:
@@ -59,7 +65,7 @@ class MooncakeMaster(ServiceKind):
             argv = ["trtllm-serve", "mooncake_master", "--rpc_port", str(p["rpc"]), "--metrics_port", str(p["metrics"])]
             if svc.options.get("eviction_ratio") is not None:
                 argv += ["--eviction_ratio", str(svc.options["eviction_ratio"])]
-            return [*argv, "--address_file", posixpath.join(ctx.logs_path, MOONCAKE_ADDRESS_FILE)]
+            return [*argv, "--address_file", ctx.job_file(Place.JOB, MOONCAKE_ADDRESS_FILE, in_step=True)]
         return [
             "mooncake_master",
             f"--port={p['rpc']}",
@@ -116,10 +122,10 @@ class MooncakeDonor(ServiceKind):
             return list(svc.command)
         return [
             *("trtllm-serve", "mooncake_donor"),
-            *("--master_server_address", "file://" + posixpath.join(ctx.logs_path, MOONCAKE_ADDRESS_FILE)),
+            *("--master_server_address", "file://" + ctx.job_file(Place.JOB, MOONCAKE_ADDRESS_FILE, in_step=True)),
             *("--segment_size", str(svc.options.get("size"))),
             *("--protocol", str(svc.options.get("protocol", "rdma"))),
-            *("--ready_file", posixpath.join(ctx.logs_path, "mooncake", f"donor-{inst.node}.ready")),
+            *("--ready_file", _donor_ready(ctx, inst.node, in_step=True)),
         ]
 
     def default_env(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> dict[str, str]:
@@ -128,7 +134,7 @@ class MooncakeDonor(ServiceKind):
         return {**env, **pool_timeout_env(ctx.mooncake_pool or {})}
 
     def preamble(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> str | None:
-        ready = shlex.quote(posixpath.join(ctx.logs_path, "mooncake", f"donor-{inst.node}.ready"))
+        ready = shlex.quote(_donor_ready(ctx, inst.node, in_step=True))
         run_dir = shlex.quote(pool_run_dir(ctx, f"donor-{inst.node}"))
         # a marker left by an earlier job must not pass the readiness probe
         return f"rm -f {ready} && mkdir -p {run_dir} && {SCRUB_MPI_ENV}"
@@ -137,7 +143,7 @@ class MooncakeDonor(ServiceKind):
         return {"mpi": "none"}
 
     def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
-        path = posixpath.join(ctx.log_dir, "mooncake", f"donor-{inst.node}.ready")
+        path = _donor_ready(ctx, inst.node, in_step=False)
         return Readiness(probe=FileProbe(node=inst.node, path=path), timeout_seconds=self.readiness_timeout)
 
     def validate(self, svc: ServiceConfig) -> list[tuple[str, str]]:

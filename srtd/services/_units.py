@@ -6,6 +6,7 @@ import posixpath
 
 from srtd.context import PlanContext, render
 from srtd.errors import PlanError, Problem
+from srtd.layout import Place
 from srtd.recipe import LivenessSpec, ServiceReadiness
 from srtd.services._builtin import placeholder_values
 from srtd.services._kind import Instance
@@ -144,8 +145,7 @@ def service_ports(eff: EffectiveService, offset: int) -> dict[str, int]:
 
 
 def _source_dir(ctx: PlanContext, eff: EffectiveService, *, in_step: bool) -> str:
-    root = ctx.logs_path if in_step else ctx.log_dir
-    src = posixpath.join(root, "services", eff.name, "src")
+    src = ctx.job_file(Place.SERVICE_STATE, posixpath.join(eff.name, "src"), in_step=in_step)
     source = eff.config.source
     return posixpath.join(src, source.path) if source and source.path else src
 
@@ -237,7 +237,7 @@ def _instance_unit(
             shell=kind.shell,
             export_env=env if not kind.shell else {},
         ),
-        log=ctx.log(inst.unit_name),
+        log=ctx.log(kind.log_name(inst), kind.log_place),
         ports=service_ports(eff, ctx.port_offset),
         after=source_edge,
         readiness=readiness,
@@ -276,10 +276,10 @@ def _source_units(ctx: PlanContext, eff: EffectiveService, node: str, image: str
             _CLONE_SCRIPT,
             "srtd-clone",
             svc.source.git,
-            posixpath.join(ctx.log_dir, "services", eff.name, "src"),
+            ctx.job_file(Place.SERVICE_STATE, posixpath.join(eff.name, "src"), in_step=False),
             svc.source.sha or svc.source.rev,
         ),
-        log=ctx.log(f"service_{eff.name}.clone"),
+        log=ctx.log(f"service_{eff.name}.clone", Place.SERVICE),
         run_timeout=CLONE_TIMEOUT_SECONDS,
         critical=True,
         tier=eff.tier,
@@ -297,7 +297,7 @@ def _source_units(ctx: PlanContext, eff: EffectiveService, node: str, image: str
         cwd=_source_dir(ctx, eff, in_step=True),
         env=ctx.job_env(),
         container=ctx.container(image),
-        log=ctx.log(f"service_{eff.name}.build"),
+        log=ctx.log(f"service_{eff.name}.build", Place.SERVICE),
         after=(Edge(unit=clone.name, condition=Condition.SUCCEEDED),),
         run_timeout=float(svc.build_timeout_seconds),
         critical=True,

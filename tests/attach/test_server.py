@@ -57,7 +57,7 @@ def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Pa
         assert view_of(snapshot) == _fold_to(job.events(), snapshot["seq"])
         assert [u["name"] for u in snapshot["units"]] == ["agg_0_node1", "agg_1_node1", "frontend_0"]
         assert snapshot["units"][0]["node"] == "node1"
-        assert snapshot["units"][0]["log"].endswith("node1_agg_w0.out")
+        assert snapshot["units"][0]["log"].endswith("/workers/node1_agg_w0.out")
 
         # Subscribe, ask for a restart on the same connection, leave half-way, resume.
         first = Connection(path)
@@ -143,7 +143,7 @@ def test_restart_restarts_one_worker_and_the_commands_work(tmp_path: Path, runti
         view = JobView.fold(seen, [])
         assert view.units["agg_1_node1"].restarts == 1
         assert (view.units["agg_0_node1"].restarts, view.units["frontend_0"].restarts) == (0, 0)
-        assert (log_dir / "node1_agg_w1.out.1").exists()
+        assert (log_dir / "workers" / "node1_agg_w1.out.1").exists()
 
         tail = srtd("tail", job_id, "agg_1_node1", "-n", "1")
         assert tail.returncode == 0, tail.stderr

@@ -93,7 +93,7 @@ def test_restart_never_on_a_critical_worker_fails_the_job_within_a_second(tmp_pa
     # the console names the worker, its exit and its log tail
     assert "agg_1_node1" in out
     assert "SIGKILL" in out
-    last_line = (job.log_dir / "node1_agg_w1.out").read_text().splitlines()[-1]
+    last_line = (job.log_dir / "workers" / "node1_agg_w1.out").read_text().splitlines()[-1]
     assert last_line.strip()[-40:] in out
     assert_no_leftovers(str(job.log_dir))
 

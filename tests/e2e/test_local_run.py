@@ -50,7 +50,50 @@ def test_the_demo_runs_end_to_end_and_exits_0(tmp_path: Path) -> None:
     assert (result["requests"], result["errors"]) == (40, 0)
     assert json.loads((log_dir / "plan.json").read_text())["name"] == "toy-demo"
     assert "toy-demo: succeeded, exit code 0" in out
+    _logs_land_in_the_layout(log_dir, "split")
     assert_no_leftovers(str(log_dir))
+
+
+def test_the_flat_log_layout_keeps_every_log_at_the_top(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    proc = srtd("run", str(DEMO), "--log-dir", str(log_dir), extra_env={"SRTD_LOG_LAYOUT": "flat"})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    _logs_land_in_the_layout(log_dir, "flat")
+    assert_no_leftovers(str(log_dir))
+
+
+def _logs_land_in_the_layout(log_dir: Path, layout: str) -> None:
+    """split: workers' and the frontend's logs in workers/, services' in services/logs/, the benchmark's
+    at the top; flat: all at the top.  `srtd logs` lists them there and prints a unit's log from there."""
+    split = {
+        "prefill_0_node1": "workers/node1_prefill_w0.out",
+        "decode_0_node1": "workers/node1_decode_w0.out",
+        "decode_1_node1": "workers/node1_decode_w1.out",
+        "frontend_0": "workers/node1_frontend_0.out",
+        "service_watcher": "services/logs/service_watcher.out",
+        "benchmark": "benchmark.out",
+    }
+    where = split if layout == "split" else {unit: path.rsplit("/", 1)[-1] for unit, path in split.items()}
+    assert all((log_dir / path).stat().st_size > 0 for path in where.values())
+    top = sorted(p.name for p in log_dir.glob("*.out"))
+    assert top == (["benchmark.out"] if layout == "split" else sorted(where.values()))
+    listing = subprocess.run(
+        [sys.executable, "-m", "srtd", "logs", str(log_dir), "--json"],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert json.loads(listing.stdout)["units"] == {unit: str(log_dir / path) for unit, path in where.items()}
+    shown = subprocess.run(
+        [sys.executable, "-m", "srtd", "logs", str(log_dir), "decode_1_node1"],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+    )
+    assert (shown.returncode, shown.stdout) == (0, (log_dir / where["decode_1_node1"]).read_bytes())
 
 
 def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> None:
@@ -70,8 +113,8 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
         exited = next(e for e in seen if e.unit == "agg_1_node1" and e.state == "exited")
         assert exited.signal == signal.SIGKILL
         # the crashed attempt's log is kept next to the fresh one
-        assert (log_dir / "node1_agg_w1.out.1").exists()
-        assert "toy-worker: ready on" in (log_dir / "node1_agg_w1.out").read_text()
+        assert (log_dir / "workers" / "node1_agg_w1.out.1").exists()
+        assert "toy-worker: ready on" in (log_dir / "workers" / "node1_agg_w1.out").read_text()
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:

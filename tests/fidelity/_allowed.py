@@ -1,7 +1,7 @@
 """Differences from srtctl that srtd makes on purpose: the one reviewed allow-list.
 
 Each entry names the step (glob), the aspect (`missing`, `spare`, `extra`, `nodes`,
-`program`, `flag`, `env`, `image`, `mount`, `srun`), the key (flag, variable, mount
+`log`, `program`, `flag`, `env`, `image`, `mount`, `srun`), the key (flag, variable, mount
 or option; glob) and why.  `side="added"` matches only what srtd adds (upstream has
 none), `side="dropped"` only what srtd leaves out; `when` limits an entry to the
 examples it is about; `example` names the one snapshot an entry is about.
@@ -27,9 +27,18 @@ def _plus_spare_nodes(diff: Diff, out: Outcome) -> bool:
     return [n for n in ups if n not in out.spare] == ours
 
 
-def _no_dynamo_frontend(out: Outcome) -> bool:
+def _older_srtctl_behind_other_frontend(out: Outcome) -> bool:
+    """A non-Dynamo frontend, in a snapshot of an srtctl older than the split log layout."""
     frontend = out.recipe.get("frontend") or {}
-    return bool(frontend.get("type", "dynamo") != "dynamo")
+    return bool(frontend.get("type", "dynamo") != "dynamo") and out.layout == "flat"
+
+
+def _named_by_node_for_the_spare_nodes(diff: Diff, out: Outcome) -> bool:
+    """srtd's one instance logs as service_<name>.out; upstream, counting the mock's spare nodes as
+    more instances, names each by its node (the step's own name says which)."""
+    node = diff.step.rsplit("_", 1)[-1]
+    ours = str(diff.srtd or "")
+    return bool(out.spare) and ours.endswith(".out") and diff.upstream == f"{ours[: -len('.out')]}_{node}.out"
 
 
 def _legacy_visible_devices(out: Outcome) -> bool:
@@ -86,6 +95,14 @@ ALLOWED: tuple[Allow, ...] = (
     ),
     Allow(
         "service_*",
+        "log",
+        "",
+        "a per-node service srtd runs once is several instances upstream (the mock's spare nodes), each "
+        "logging as service_<name>_<node>.out; srtd names one instance's log service_<name>.out, as srtctl does",
+        values=_named_by_node_for_the_spare_nodes,
+    ),
+    Allow(
+        "service_*",
         "mount",
         "*$SRTCTL_SOURCE_DIR*",
         "a mount of an unset variable: the mock resolved it against its own temp directory",
@@ -100,7 +117,7 @@ ALLOWED: tuple[Allow, ...] = (
     # --- the mock's colocate oddity (README: "follow the recipe")
     Allow(
         "decode_*|*router*|smg_*",
-        "nodes|flag|env",
+        "nodes|log|flag|env",
         _PLACEMENT_KEYS,
         "the mock puts a colocated decode worker on a spare node; srtd follows the recipe (prefill's node), "
         "and that node decides its GPUs and per-node ports",
@@ -119,25 +136,13 @@ ALLOWED: tuple[Allow, ...] = (
         "agg_*|prefill_*|decode_*",
         "env",
         "DYN_*|ETCD_ENDPOINTS",
-        "this srtctl gave workers behind a non-Dynamo frontend the Dynamo environment; nothing there reads it",
+        "some older srtctl versions gave workers behind a non-Dynamo frontend the Dynamo environment (nothing "
+        "there reads it); the newest (sglang-direct-agg, trtllm-serve-agg) give none, and srtd follows them",
         side="dropped",
-        when=_no_dynamo_frontend,
+        when=_older_srtctl_behind_other_frontend,
     ),
     Allow("*", "program", "python-vs-python3", "srtd calls python3 everywhere; the same interpreter in these images"),
     Allow("*", "flag", "served-model-name", "srtctl repeats --served-model-name for vLLM; srtd passes it once"),
-    Allow(
-        "*",
-        "flag",
-        "dump-config-to",
-        "newer srtctl moved worker files to logs/workers/; srtd keeps the log directory flat",
-    ),
-    Allow(
-        "tachometer",
-        "flag",
-        "config",
-        "newer srtctl moved the scraper's config to logs/telemetry/; srtd keeps the log directory flat",
-    ),
-    Allow("trtllm_serve_orchestrator", "flag", "config", "srtd names the orchestrator's file trtllm_serve.yaml"),
     Allow(
         "service_nats",
         "program",

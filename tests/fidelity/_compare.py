@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import posixpath
 import re
 import shlex
 from collections import Counter
@@ -20,6 +21,7 @@ from typing import Any
 
 from srtd.cluster import Cluster
 from srtd.launch import srun_nodelist
+from srtd.layout import LogLayout, Place, directory
 from srtd.plan import build_plan
 from srtd.recipe import load_text, migrate_text
 from srtd.unit import Plan, Unit, UnitKind
@@ -29,6 +31,7 @@ from tests.reference import REFERENCE
 LAUNCH = REFERENCE / "upstream-launch"
 SPARE_NODES = 2  # the mock's allocation: the recipe's nodes plus two
 OUTPUT = "<output>"
+LOGS = f"{OUTPUT}/logs"  # the job's log directory, mounted at /logs
 MODEL = "<model>"
 MODEL_HOST = "/tmp/mock/model"  # the mock's model directory; served as `model` by default
 REPO = "<repo>"
@@ -39,7 +42,7 @@ class Diff:
     """One difference between an upstream step and srtd's unit."""
 
     step: str  # the upstream step's name (or srtd's unit name for an extra unit)
-    aspect: str  # missing, extra, nodes, program, flag, env, image, mount, srun
+    aspect: str  # missing, extra, nodes, log, program, flag, env, image, mount, srun
     key: str  # the flag, variable, mount or option; "" for whole-step aspects
     upstream: Any
     srtd: Any
@@ -69,6 +72,7 @@ class Outcome:
     recipe: dict[str, Any] = field(default_factory=dict)
     units: tuple[str, ...] = ()  # srtd's unit names
     spare: tuple[str, ...] = ()  # the mock's nodes the plan leaves unused
+    layout: str = "flat"  # the log layout of the srtctl that made the snapshot (log_layout_of)
 
 
 def pairs() -> list[str]:
@@ -84,8 +88,9 @@ def load_pair(name: str) -> tuple[Snapshot, Path]:
 # --------------------------------------------------------------------------- planning
 
 
-def plan_like_the_mock(recipe_file: Path, node_count: int) -> tuple[Plan, dict[str, Any]]:
-    """srtd's plan for the recipe on the mock's allocation (keys older than `engine:` migrated first)."""
+def plan_like_the_mock(recipe_file: Path, node_count: int, layout: LogLayout) -> tuple[Plan, dict[str, Any]]:
+    """srtd's plan for the recipe on the mock's allocation (keys older than `engine:` migrated first),
+    with the log layout of the srtctl that made the snapshot."""
     from ruamel.yaml import YAML
 
     text = migrate_text(recipe_file.read_text(), str(recipe_file)).text
@@ -96,16 +101,31 @@ def plan_like_the_mock(recipe_file: Path, node_count: int) -> tuple[Plan, dict[s
     cluster = Cluster(
         model_paths={recipe.model.path: MODEL_HOST},
         benchmark_scripts=f"{REPO}/src/srtctl/benchmarks/scripts",
+        log_layout=layout,
     )
     plan = build_plan(
         loaded,
         cluster,
         nodes=nodes,
         job_id="4242",
-        log_dir=f"{OUTPUT}/logs",
+        log_dir=LOGS,
         addresses=dict.fromkeys(nodes, "127.0.0.1"),
     )
     return plan, data
+
+
+# the directories only the split layout has (workers/, services/logs/, telemetry/)
+_SPLIT_ONLY = {directory("split", p) for p in Place} - {directory("flat", p) for p in Place}
+
+
+def log_layout_of(snap: Snapshot) -> LogLayout:
+    """The log layout of the srtctl that made the snapshot: `split` once any step writes its
+    output into a directory only that layout has, else the older `flat` one."""
+    for step in snap.steps:
+        folder = posixpath.dirname(step.fields.get("output", ""))
+        if folder.startswith(LOGS + "/") and folder.removeprefix(LOGS + "/") in _SPLIT_ONLY:
+            return "split"
+    return "flat"
 
 
 def allocation_size(snap: Snapshot) -> int:
@@ -264,6 +284,10 @@ def compare_step(step: Step, unit: Unit, out: Outcome) -> None:
     hosts = srun_nodelist(unit)  # what srun is given: one host per task under arbitrary distribution
     if list(step.nodes) != hosts:
         diffs.append(Diff(name, "nodes", "", step.nodes, hosts))
+    # where the step's log goes (the layout's directory and the file's name)
+    our_log = posixpath.join(LOGS, unit.log)
+    if "output" in step.fields and step.fields["output"] != our_log:
+        diffs.append(Diff(name, "log", "", step.fields["output"], our_log))
     up_prog, up_flags = command_parts(step.argv)
     our_prog, our_flags = command_parts(list(unit.argv))
     if up_prog != our_prog:
@@ -337,7 +361,8 @@ def compare(name: str) -> Outcome:
     snap, recipe_file = load_pair(name)
     out = Outcome(name, steps=len(snap.steps))
     try:
-        plan, out.recipe = plan_like_the_mock(recipe_file, allocation_size(snap))
+        out.layout = log_layout_of(snap)
+        plan, out.recipe = plan_like_the_mock(recipe_file, allocation_size(snap), out.layout)
     except Exception as err:  # a recipe srtd refuses: reported, judged by the test
         out.error = f"{type(err).__name__}: {err}"
         return out

@@ -21,7 +21,15 @@ SRTD = ROOT / "srtd"
 # The layers of srtd/, bottom first: each package (or top-level module) may import the
 # packages of the layers below its own, and none of its own layer or above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "events", "unit", "_registry", "_lazy", "toy"),  # import nothing of srtd's (toy: a standalone program)
+    (
+        "errors",
+        "events",
+        "unit",
+        "layout",
+        "_registry",
+        "_lazy",
+        "toy",
+    ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),
     ("recipe", "launch"),
     ("cluster", "supervisor"),  # the supervisor knows the plan's data types and the launcher, no recipe

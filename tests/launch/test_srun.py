@@ -198,7 +198,7 @@ def test_srtd_plan_prints_srun_lines_in_text_and_json(tmp_path: Path) -> None:
     lines = data["srun_lines"]
     assert set(lines) == {u["name"] for u in data["units"]}
     assert lines["prefill_0_node1"].startswith(
-        "srun --jobid=77 --overlap --nodes=1 --ntasks=1 --nodelist=node1 --output=/out/77/node1_prefill_w0.out"
+        "srun --jobid=77 --overlap --nodes=1 --ntasks=1 --nodelist=node1 --output=/out/77/workers/node1_prefill_w0.out"
     )
     first_line_of_each = [line.splitlines()[0] for line in lines.values()]
     for first in first_line_of_each:

@@ -134,7 +134,7 @@ def test_sglang_under_dynamo() -> None:
         "--request-plane",
         "tcp",
         "--dump-config-to",
-        "/logs/node1_config.json",
+        "/logs/workers/node1_config.json",
         "--disaggregation-mode",
         "prefill",
         "--disaggregation-bootstrap-port",
@@ -162,7 +162,7 @@ def test_sglang_under_dynamo() -> None:
         "--request-plane",
         "tcp",
         "--dump-config-to",
-        "/logs/node2_config.json",
+        "/logs/workers/node2_config.json",
         "--disaggregation-mode",
         "decode",
         "--tensor-parallel-size",
@@ -186,7 +186,7 @@ def test_sglang_under_dynamo() -> None:
     assert decode.readiness.probe == HttpProbe(node="node2", port=7502, path="/health")
     assert (decode.readiness.timeout_seconds, decode.readiness.interval_seconds) == (1800.0, 10.0)
     assert (decode.terminate_timeout, decode.tier, decode.critical) == (30.0, 0, True)
-    assert decode.log == "node2_decode_w0.out"  # relative to the log dir
+    assert decode.log == "workers/node2_decode_w0.out"  # relative to the log dir
     assert decode.container is not None
     assert decode.container.image == "img.sqsh"
     assert decode.container.mounts == {"outputs/local/logs": "/logs", "/models/m": "/model"}
@@ -244,7 +244,7 @@ def test_sglang_direct_behind_the_sglang_router() -> None:
         "0.0.0.0",
     )
     assert router.srun.mpi is None
-    assert (router.terminate_timeout, router.log) == (20.0, "node1_frontend_0.out")
+    assert (router.terminate_timeout, router.log) == (20.0, "workers/node1_router_0.out")
 
 
 def test_sglang_router_aggregated_takes_worker_urls_and_its_args() -> None:
@@ -317,7 +317,7 @@ frontend: {type: dynamo, enable_multiple_frontends: false}
         "--request-plane",
         "tcp",
         "--dump-config-to",
-        "/logs/node1_config.json",
+        "/logs/workers/node1_config.json",
         "--tensor-parallel-size",
         "8",
     )
@@ -339,7 +339,7 @@ frontend: {type: dynamo, enable_multiple_frontends: false}
         "--request-plane",
         "tcp",
         "--dump-config-to",
-        "/logs/node2_config.json",
+        "/logs/workers/node2_config.json",
         "--tensor-parallel-size",
         "8",
     )
@@ -901,10 +901,11 @@ frontend: {type: trtllm_serve}
     p = plan(body)
     assert p.gate == "trtllm_serve_orchestrator"
     orch = p.unit("trtllm_serve_orchestrator")
-    assert orch.argv == ("trtllm-serve", "disaggregated", "--config", "/logs/trtllm_serve.yaml")
+    assert orch.argv == ("trtllm-serve", "disaggregated", "--config", "/logs/ser.yaml")
     assert orch.readiness is not None
     assert orch.readiness.probe == HttpProbe(node="node1", port=8000, path="/health")
-    assert p.files["outputs/local/logs/trtllm_serve.yaml"] == (
+    assert orch.log == "workers/node1_frontend_0.out"  # srtctl names the orchestrator the job's frontend
+    assert p.files["outputs/local/logs/ser.yaml"] == (
         "hostname: 0.0.0.0\nport: 8000\nbackend: pytorch\n"
         "context_servers:\n  num_instances: 2\n  urls:\n    - node1:6100\n    - node1:6132\n"
         "generation_servers:\n  num_instances: 1\n  urls:\n    - node2:6100\n"

@@ -138,7 +138,7 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
     assert scraper.argv == (
         "tachometer-scraper",
         "--config",
-        "outputs/local/logs/tachometer_config.toml",
+        "outputs/local/logs/telemetry/tachometer_config.toml",
         "--local-dir",
         "outputs/local/logs/tachometer/local",
         "--sync-interval",
@@ -147,7 +147,7 @@ def test_tachometer_exporters_on_every_compute_node() -> None:
     assert (scraper.nodes, scraper.container, scraper.srun.shell) == (("node1",), None, False)
     assert scraper.srun.export_env == {"POLARS_MAX_THREADS": "4"}
     assert scraper.terminate_timeout == 120.0  # it compacts its data after SIGTERM
-    assert 'url = "http://node2:9101/metrics"' in p.files["outputs/local/logs/tachometer_config.toml"]
+    assert 'url = "http://node2:9101/metrics"' in p.files["outputs/local/logs/telemetry/tachometer_config.toml"]
     assert p.warnings == (
         "service 'process-exporter' is left out: no binary: set `binaries.process-exporter` in the cluster "
         "settings or `options.binary`",
@@ -169,7 +169,7 @@ def test_per_node_exporters_skip_a_node_reserved_for_the_discovery_plane() -> No
         "service_node-exporter_node2",
         "service_node-exporter_node3",
     ]
-    config = p.files["outputs/local/logs/tachometer_config.toml"]
+    config = p.files["outputs/local/logs/telemetry/tachometer_config.toml"]
     assert "node1:9101" not in config
     assert 'url = "http://node3:9101/metrics"' in config
 
@@ -189,7 +189,7 @@ def test_process_exporter_runs_host_native_on_every_node_when_its_binary_is_know
     assert first.argv == (
         "/opt/bin/process-exporter",
         "-config.path",
-        "outputs/local/logs/process-exporter.yml",
+        "outputs/local/logs/telemetry/process-exporter.yml",
         "-web.listen-address=:9256",
         "-threads=true",
         "-children=false",
@@ -537,7 +537,7 @@ services:
         "service_each_agg_1_node2",
     ]
     single = plan(body).unit("service_one")
-    assert single.log == "service_one.out"
+    assert single.log == "services/logs/service_one.out"
     assert single.nodes == ("node1",)
 
 

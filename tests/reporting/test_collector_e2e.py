@@ -186,7 +186,8 @@ def test_a_local_job_reports_the_post_every_stage_and_the_end_with_the_token(
     assert started["metadata"]["log_dir"] == str(result.log_dir)
     assert (started["metadata"]["backend_type"], started["metadata"]["frontend_type"]) == ("toy", "toy-router")
     assert puts[-1]["body"]["exit_code"] == 0
-    assert "cache ready; no token" in (result.log_dir / "service_cache.out").read_text()  # units never get it
+    cache_log = result.log_dir / "services" / "logs" / "service_cache.out"
+    assert "cache ready; no token" in cache_log.read_text()  # units never get it
     assert token_in(result.log_dir, token) == []
     assert token not in result.output
 
