@@ -119,9 +119,10 @@ class _Replicated(Frontend):
                     srun=self.srun(ctx),
                 )
             )
+        servers = tuple(u.name for u in units)
         if layout.nginx is not None:
             units.append(_nginx(ctx, layout, gate))
-        return FrontendPlan(tuple(units), units[-1].name, public_node, layout.public_port)
+        return FrontendPlan(tuple(units), units[-1].name, public_node, layout.public_port, processes=servers)
 
 
 @register_frontend("dynamo")
