@@ -29,7 +29,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 
 from srtd.context import PlanContext
-from srtd.engines._profiling import PROFILES, library_path_preamble, nsys_profile_argv, output_base, selected
+from srtd.engines._profiling import (
+    PROFILES,
+    library_path_preamble,
+    nsys_profile_argv,
+    output_base,
+    profiled,
+    selected,
+)
 from srtd.recipe import Recipe
 from srtd.unit import Unit
 
@@ -47,7 +54,7 @@ REQUEST_TRACE_FILE = "dynamo-request-trace"  # under the log directory
 def window_on(recipe: Recipe) -> bool:
     """Does the observability preset wrap processes in nsys (explicit profiling takes precedence)?"""
     obs = recipe.observability
-    return obs.enabled and obs.nsys.enabled and recipe.profiling.type == "none"
+    return obs.enabled and obs.nsys.enabled and not profiled(recipe)
 
 
 def measured(recipe: Recipe) -> bool:
