@@ -182,7 +182,15 @@ class Wrapper:
         limit = CONTROL_TIMEOUT_SECONDS if args[0] == "shutdown" else self.timeout
         subprocess.run([self.nsys, *args, f"--session={self.session}"], check=True, timeout=limit)
 
+    def forget_earlier_attempt(self) -> None:
+        """A restarted process starts afresh: not ready, not failed, and past every request so far
+        (replaying an old window would capture the wrong traffic)."""
+        for folder in ("ready", "failed"):
+            (self.root / folder / f"{self.me}.json").unlink(missing_ok=True)
+        self.seen = max((int(p.stem) for p in (self.root / "requests").glob("*.json")), default=0)
+
     def launch(self) -> subprocess.Popen[bytes]:
+        self.forget_earlier_attempt()
         argv = [self.nsys, "launch", f"--session-new={self.session}", "--trace=nvtx", "--show-output=true"]
         proc = subprocess.Popen([*argv, *self.command], start_new_session=True)
         deadline = time.monotonic() + self.timeout

@@ -143,3 +143,30 @@ def test_without_a_control_directory_the_hooks_do_nothing(job: dict[str, str]) -
     env = {k: v for k, v in job.items() if k != "SRT_NSYS_CONTROL_DIR"}
     assert _client(env, "start").returncode == 0
     assert _calls(job) == []
+
+
+def test_a_restarted_process_forgets_its_failure_and_does_not_replay_old_windows(job: dict[str, str]) -> None:
+    first = _wrap(job, app="import sys, time; time.sleep(1.5); sys.exit(3)")
+    assert first.wait(timeout=30) == 1
+    control = Path(job["SRT_NSYS_CONTROL_DIR"])
+    assert (control / "failed" / "agg_0-0.json").is_file()
+    # a window opened and closed by an earlier client, before this attempt
+    (control / "requests").mkdir(exist_ok=True)
+    (control / "requests" / "000001.json").write_text('{"action": "start", "window": 1}\n')
+    (control / "requests" / "000002.json").write_text('{"action": "stop", "window": 1}\n')
+    (control / "client.json").write_text('{"sequence": 2, "window": 1, "active": false}\n')
+    again = _wrap(job)
+    ready = control / "ready" / "agg_0-0.json"
+    deadline = time.monotonic() + 20
+    while (control / "failed" / "agg_0-0.json").exists() or not ready.exists():
+        assert time.monotonic() < deadline, "the restarted wrapper never came up"
+        time.sleep(0.05)
+    try:
+        assert _client(job, "start").returncode == 0
+        assert _client(job, "stop").returncode == 0
+    finally:
+        assert _stop_wrapper(again) == 0
+    assert not (control / "failed" / "agg_0-0.json").exists()
+    starts = [c for c in _calls(job) if c[0] == "start"]
+    assert len(starts) == 1
+    assert starts[0][-3].endswith("agg_0_profile_gpu0_window002")
