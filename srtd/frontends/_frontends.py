@@ -402,7 +402,7 @@ class TRTLLMServe(Frontend):
             srun=Srun(mpi="pmix"),
             log=f"{node}_trtllm_serve_orchestrator",
         )
-        return FrontendPlan((unit,), unit.name, node, public)
+        return FrontendPlan((unit,), unit.name, node, public, processes=(unit.name,))
 
 
 @register_frontend(NO_FRONTEND)

@@ -252,3 +252,32 @@ def test_without_observability_nothing_changes() -> None:
     assert unit.argv[:3] == ("python3", "-m", "dynamo.vllm")
     assert not any(k.startswith(("DYN_LOGGING", "DYN_NVTX", "SRT_NSYS", "VLLM_NVTX")) for k in unit.env)
     assert unit.terminate_timeout == 30.0
+
+
+def test_replicas_are_captured_and_nginx_in_front_of_them_is_left_alone() -> None:
+    body = """\
+engine: vllm
+roles:
+  agg: {nodes: 2, workers: 2}
+frontend: {type: dynamo, enable_multiple_frontends: true, num_additional_frontends: 1}
+"""
+    p = plan(body, head=OBSERVED, addresses=TWO)
+    wrapped = {u.name: u.argv[1] == "/logs/profiles/nsys_window.py" for u in p.units if u.kind == "frontend"}
+    assert wrapped == {"frontend_0": True, "frontend_1": True, "nginx": False}
+    assert not any(k.startswith(("DYN_LOG", "DYN_REQUEST", "DYN_NVTX")) for k in p.unit("nginx").env)
+
+
+def test_a_router_frontend_gets_the_logging_but_only_dynamo_processes_are_captured() -> None:
+    body = """\
+engine: sglang
+roles:
+  agg: {nodes: 1, workers: 1}
+frontend: {type: sglang-router, enable_multiple_frontends: false}
+"""
+    p = _observed(body)
+    router = p.unit("frontend_0")
+    assert router.argv[:3] == ("python3", "-m", "sglang_router.launch_router")
+    assert (router.env["DYN_LOG"], router.env["DYN_REQUEST_TRACE"]) == ("debug", "1")
+    assert "DYN_NVTX" not in router.env
+    # the worker is captured whatever the frontend (srt-slurm wraps every worker process)
+    assert p.unit("agg_0_node1").argv[1] == "/logs/profiles/nsys_window.py"
