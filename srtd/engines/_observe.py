@@ -30,8 +30,10 @@ from importlib import resources
 
 from srtd.context import PlanContext
 from srtd.engines._profiling import (
+    NSYS_TYPES,
     PROFILES,
     library_path_preamble,
+    nsys_binary,
     nsys_profile_argv,
     output_base,
     profiled,
@@ -60,10 +62,6 @@ def window_on(recipe: Recipe) -> bool:
 def measured(recipe: Recipe) -> bool:
     """The window opens and closes on the client's request (not from launch to teardown)."""
     return window_on(recipe) and recipe.observability.nsys.capture_window == "measured_workload"
-
-
-def nsys_binary(ctx: PlanContext) -> str:
-    return ctx.cluster.binaries.get("nsys", "nsys")
 
 
 def control_dir(ctx: PlanContext) -> str:
@@ -111,7 +109,7 @@ def observed_workers(
         if window_on(recipe):
             env = _defaults(env, {**NVTX_ENV, **nsys_envs.get(role, {})}, own)
             unit = _windowed(ctx, unit.model_copy(update={"env": env}), posixpath.join(role, _worker_name(ctx, unit)))
-        elif recipe.profiling.type in ("nsys", "nsys-time") and selected(recipe, role, unit.index or 0, rank):
+        elif recipe.profiling.type in NSYS_TYPES and selected(recipe, role, unit.index or 0, rank):
             argv = nsys_profile_argv(ctx, role, output_base(ctx, role, _worker_name(ctx, unit)), dynamo=dynamo)
             pre = "\n".join(p for p in (library_path_preamble(recipe), unit.preamble) if p) or None
             unit = unit.model_copy(update={"argv": (*argv, *unit.argv), "env": env, "preamble": pre})

@@ -120,6 +120,11 @@ def selected(recipe: Recipe, role: str, index: int, rank: int) -> bool:
     return window.capture_scope == "all" or (window.worker_index, window.worker_rank) == (index, rank)
 
 
+def nsys_binary(ctx: PlanContext) -> str:
+    """The cluster's `binaries.nsys`, else `nsys` on the image's PATH."""
+    return ctx.cluster.binaries.get("nsys", "nsys")
+
+
 def output_base(ctx: PlanContext, role: str, name: str) -> str:
     """Where a worker's report goes, without nsys' `.nsys-rep`."""
     return posixpath.join(ctx.logs_path, PROFILES, role, name)
@@ -131,9 +136,9 @@ def nsys_profile_argv(ctx: PlanContext, role: str, output: str, *, dynamo: bool)
     `dynamo`: the worker is a Dynamo process, which starts the engine after an exec, so nsys
     must follow forks (unless `trace_fork_before_exec` says otherwise)."""
     p = ctx.recipe.profiling
-    nsys = ctx.cluster.binaries.get("nsys", "nsys")
+    nsys = nsys_binary(ctx)
     timed = p.type == "nsys-time"
-    span = [*(["--delay", str(p.delay_secs)] if p.delay_secs is not None else [])]
+    span = ["--delay", str(p.delay_secs)] if p.delay_secs is not None else []
     span += ["--duration", str(p.duration_secs)] if p.duration_secs is not None else []
     extra = list(p.extra_nsys_args or ())
     if _row_of(ctx.recipe, role, "nsys_mpi"):
