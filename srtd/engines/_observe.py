@@ -83,9 +83,17 @@ def client_env(ctx: PlanContext) -> dict[str, str]:
     }
 
 
-def sampling_args(recipe: Recipe) -> list[str]:
-    """`observability.nsys.cpu_sampling` as nsys flags (GPU metrics stay off)."""
-    scope = recipe.observability.nsys.cpu_sampling
+def sampling_args(recipe: Recipe, *, frontend: bool) -> list[str]:
+    """The CPU sampling of one captured process as nsys flags (GPU metrics stay off).
+
+    `cpu_sampling` applies to every process; newer srt-slurm's `frontend_cpu_sampling`,
+    where set, samples on frontends only (system-wide) and writes its flags in its order."""
+    nsys = recipe.observability.nsys
+    if nsys.frontend_cpu_sampling is not None:
+        sample = "system-wide" if frontend and nsys.frontend_cpu_sampling else "none"
+        args = [f"--sample={sample}", "--cpuctxsw=none", "--gpu-metrics-devices=none"]
+        return args + list(SAMPLE_PERIOD) if sample != "none" else args
+    scope = nsys.cpu_sampling
     args = ["--gpu-metrics-devices=none", f"--sample={scope}", f"--cpuctxsw={scope}"]
     return args + list(SAMPLE_PERIOD) if scope != "none" else args
 
@@ -108,7 +116,8 @@ def observed_workers(
         env = _defaults(unit.env, LOGGING_ENV if recipe.observability.enabled else {}, own)
         if window_on(recipe):
             env = _defaults(env, {**NVTX_ENV, **nsys_envs.get(role, {})}, own)
-            unit = _windowed(ctx, unit.model_copy(update={"env": env}), posixpath.join(role, _worker_name(ctx, unit)))
+            report = posixpath.join(role, _worker_name(ctx, unit))
+            unit = _windowed(ctx, unit.model_copy(update={"env": env}), report, frontend=False)
         elif recipe.profiling.type in NSYS_TYPES and selected(recipe, role, unit.index or 0, rank):
             argv = nsys_profile_argv(ctx, role, output_base(ctx, role, _worker_name(ctx, unit)), dynamo=dynamo)
             pre = "\n".join(p for p in (library_path_preamble(recipe), unit.preamble) if p) or None
@@ -137,7 +146,8 @@ def observed_frontends(
             unit = unit.model_copy(update={"env": _defaults(unit.env, {**LOGGING_ENV, **trace}, own)})
             if dynamo and window_on(recipe):
                 env = _defaults(unit.env, NVTX_ENV, own)
-                unit = _windowed(ctx, unit.model_copy(update={"env": env}), f"frontend/{unit.node}_{unit.name}")
+                report = f"frontend/{unit.node}_{unit.name}"
+                unit = _windowed(ctx, unit.model_copy(update={"env": env}), report, frontend=True)
         out.append(unit)
     return out
 
@@ -169,7 +179,7 @@ def _worker_name(ctx: PlanContext, unit: Unit) -> str:
     return f"{base}_gpu{tag}"
 
 
-def _windowed(ctx: PlanContext, unit: Unit, report: str) -> Unit:
+def _windowed(ctx: PlanContext, unit: Unit, report: str, *, frontend: bool) -> Unit:
     """The unit under the observability nsys capture, with its report barrier's environment."""
     obs = ctx.recipe.observability.nsys
     step = unit.name  # unique in the plan: the participant's name in the control directory
@@ -190,13 +200,14 @@ def _windowed(ctx: PlanContext, unit: Unit, report: str) -> Unit:
             "step": step,
             "ranks": ranks,
             "nsys": nsys_binary(ctx),
-            "start_args": sampling_args(ctx.recipe),
+            "start_args": sampling_args(ctx.recipe, frontend=frontend),
             "output": output,
             "timeout": obs.report_timeout_secs,
         }
         wrapper = ["python3", script_path(ctx), "worker", "--spec", json.dumps(spec), "--"]
     else:
-        wrapper = [nsys_binary(ctx), "profile", "--force-overwrite=true", "--trace=nvtx", *sampling_args(ctx.recipe)]
+        sampling = sampling_args(ctx.recipe, frontend=frontend)
+        wrapper = [nsys_binary(ctx), "profile", "--force-overwrite=true", "--trace=nvtx", *sampling]
         wrapper += ["-o", output]
     return unit.model_copy(
         update={

@@ -207,7 +207,12 @@ ALLOWED: tuple[Allow, ...] = (
         values=lambda d, _o: all(str(v).endswith("/nsys_window.py") for v in (d.upstream, d.srtd)),
     ),
     # --- mounts srtd does not need
-    Allow("*", "mount", "<repo>/src/srtctl/runtime_scripts", "srtctl's helper scripts; srtd runs none of them"),
+    Allow(
+        "*",
+        "mount",
+        "<repo>/src/srtctl/runtime_scripts",
+        "srtctl's helper scripts; srtd runs none of them (its Nsight window program is written into the log dir)",
+    ),
     Allow(
         "*",
         "mount",

@@ -281,3 +281,22 @@ frontend: {type: sglang-router, enable_multiple_frontends: false}
     assert "DYN_NVTX" not in router.env
     # the worker is captured whatever the frontend (srt-slurm wraps every worker process)
     assert p.unit("agg_0_node1").argv[1] == "/logs/profiles/nsys_window.py"
+
+
+def test_newer_frontend_cpu_sampling_samples_on_the_frontend_only() -> None:
+    head = OBSERVED.replace("enabled: true,", "enabled: true, nsys: {frontend_cpu_sampling: true},")
+    p = _observed(head=head)
+    assert json.loads(p.unit("agg_0_node1").argv[4])["start_args"] == [
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--gpu-metrics-devices=none",
+    ]
+    assert json.loads(p.unit("frontend_0").argv[4])["start_args"] == [
+        "--sample=system-wide",
+        "--cpuctxsw=none",
+        "--gpu-metrics-devices=none",
+        "--sampling-period=26000000",
+        "--samples-per-backtrace=32",
+    ]
+    off = _observed(head=head.replace("frontend_cpu_sampling: true", "frontend_cpu_sampling: false"))
+    assert json.loads(off.unit("frontend_0").argv[4])["start_args"][0] == "--sample=none"
