@@ -174,6 +174,7 @@ class Wrapper:
         self.stopping = False
         self.report: Path | None = None  # the open window's report
         self.seen = 0  # the last request answered
+        self.ok = True  # every request so far succeeded (the exit code)
 
     def on_signal(self, _sig: int, _frame: object) -> None:
         self.stopping = True  # only a flag: the loop notices it
@@ -205,14 +206,19 @@ class Wrapper:
         return proc
 
     def answer(self, seq: str, event: dict[str, Any]) -> None:
+        """Do one request and acknowledge it.  A request that fails is answered as failed and
+        marks this process failed (the client stops there), but the application keeps serving:
+        a broken capture fails the measurement, not the job's workers."""
         try:
             if event["action"] == "start":
                 self.open(int(event["window"]))
             else:
                 self.close()
         except (OSError, WindowError, subprocess.SubprocessError) as err:
+            self.ok = False
+            self.fail(err)
             write_json(self.root / "acks" / seq / f"{self.me}.json", {"ok": False, "error": str(err)})
-            raise
+            return
         write_json(self.root / "acks" / seq / f"{self.me}.json", {"ok": True})
 
     def open(self, window: int) -> None:
@@ -278,22 +284,21 @@ class Wrapper:
         except (OSError, WindowError) as err:
             self.fail(err)
             return 1
-        ok = True
         try:
             self.serve(proc)
         except (OSError, ValueError, WindowError, subprocess.SubprocessError) as err:
-            ok = False
+            self.ok = False
             self.fail(err)
         finally:
             if self.report is not None:
                 try:
                     self.close()  # teardown interrupted a window: its report still gets written
                 except (OSError, WindowError, subprocess.SubprocessError) as err:
-                    ok = False
+                    self.ok = False
                     self.fail(err)
-            self.barrier(ok)
+            self.barrier(self.ok)
             self.shut_down(proc)
-        return 0 if ok else 1
+        return 0 if self.ok else 1
 
 
 # --------------------------------------------------------------------------- main

@@ -170,3 +170,22 @@ def test_a_restarted_process_forgets_its_failure_and_does_not_replay_old_windows
     starts = [c for c in _calls(job) if c[0] == "start"]
     assert len(starts) == 1
     assert starts[0][-3].endswith("agg_0_profile_gpu0_window002")
+
+
+def test_a_failed_request_fails_the_client_but_the_application_keeps_serving(job: dict[str, str]) -> None:
+    control = Path(job["SRT_NSYS_CONTROL_DIR"])
+    proc = _wrap(job)
+    try:
+        # the client believes a window is open (this process restarted inside it): stop cannot be honoured
+        (control / "client.json").write_text('{"sequence": 0, "window": 1, "active": true}\n')
+        stopped = _client(job, "stop")
+        assert stopped.returncode == 1
+        assert stopped.stderr.strip() == (
+            "[srtd nsys] stop: nsys stop: a profiled process failed (agg_0-0: stop without an open window)"
+        )
+        time.sleep(0.5)
+        assert proc.poll() is None  # the wrapper and its application are still up
+        assert [c[0] for c in _calls(job)] == ["launch"]
+    finally:
+        assert _stop_wrapper(proc) == 1  # its capture failed: so does its exit code
+    assert json.loads((control / "failed" / "agg_0-0.json").read_text()) == {"error": "stop without an open window"}
