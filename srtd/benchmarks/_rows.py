@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
-from srtd.engines import engine_row, profiling_client_env
+from srtd.engines import engine_row, nsys_client_env, profiling_client_env
 from srtd.errors import PlanError
 from srtd.layout import Place, log_file
 from srtd.recipe import MANUAL_BENCHMARK
@@ -213,6 +213,7 @@ def contract_env(
     if metrics:
         env["AIPERF_SERVER_METRICS_URLS"] = ",".join(metrics)
     env.update(profiling_client_env(ctx, leaders, target.port, served_name(ctx)))
+    env.update(nsys_client_env(ctx))  # the capture window's control (observability's nsys)
     for name, nodes in services.items():
         key = _key(name)
         env[f"SRT_SERVICE_{key}_NODES"] = ",".join(nodes)

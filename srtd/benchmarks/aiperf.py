@@ -10,6 +10,11 @@ Requests and errors are counted from aiperf's per-request export
 (`profile_export.jsonl`), which aiperf writes even when every request failed (its
 summary JSON is then missing).  Any failed request, a short count, or a non-zero
 aiperf exit makes the program exit 1, so the job fails.
+
+Under observability's Nsight Systems capture (`SRT_NSYS_CONTROL_SCRIPT` and
+`SRT_NSYS_CONTROL_DIR` set, docs/engines.md) each level is its own window: opened
+before its aiperf run, closed after it, so each concurrency gets its own report; a
+window that does not open or close fails the run.
 """
 
 from __future__ import annotations
@@ -193,13 +198,30 @@ def write_output(s: Settings, levels: list[Level], failures: list[str], output: 
     os.replace(tmp, output)
 
 
+def window(action: str) -> str | None:
+    """Open or close the job's Nsight Systems window, if it has one: why it failed, or None."""
+    script, control = os.environ.get("SRT_NSYS_CONTROL_SCRIPT"), os.environ.get("SRT_NSYS_CONTROL_DIR")
+    if not script or not control:
+        return None
+    done = subprocess.run([sys.executable, script, action], check=False)  # the hook prints its own reason
+    return None if done.returncode == 0 else f"the Nsight Systems window did not {action} (exit {done.returncode})"
+
+
 def run(s: Settings, concurrencies: list[int], output: Path | None) -> int:
     levels: list[Level] = []
+    windows: list[str] = []  # a window that failed: the capture is incomplete, so is the run
     for concurrency in concurrencies:
+        if why := window("start"):
+            windows.append(f"concurrency {concurrency}: {why}")
+            break
         levels.append(run_level(s, concurrency))
+        if why := window("stop"):
+            windows.append(f"concurrency {concurrency}: {why}")
+            break
         if output is not None:
             write_output(s, levels, [], output)
     failures = [f"concurrency {lv.concurrency}: {why}" for lv in levels if (why := lv.failure(s.requests))]
+    failures += windows
     print(table(levels), end="", flush=True)
     if output is not None:
         write_output(s, levels, failures, output)

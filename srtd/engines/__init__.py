@@ -16,8 +16,9 @@ from srtd.engines._base import (
     with_dynamo_install,
 )
 from srtd.engines._dynamo_install import install_preamble
+from srtd.engines._observe import client_env as nsys_client_env
+from srtd.engines._observe import observed_frontends, observed_workers
 from srtd.engines._profiling import client_env as profiling_client_env
-from srtd.engines._profiling import warn_unlaunched as warn_unlaunched_profiling
 from srtd.engines._vllm import MORIIO_DISCOVERY_PORT, kv_connector
 
 __all__ = [
@@ -33,9 +34,11 @@ __all__ = [
     "flags",
     "install_preamble",
     "kv_connector",
+    "nsys_client_env",
+    "observed_frontends",
+    "observed_workers",
     "profiling_client_env",
     "register_engine",
     "served_model_name",
-    "warn_unlaunched_profiling",
     "with_dynamo_install",
 ]

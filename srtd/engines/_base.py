@@ -87,6 +87,9 @@ class Engine(Row):
     health_path: ClassVar[str | None] = None
     served_flag: ClassVar[str | None] = None  # the row passes the served name itself with this flag
     torch_profiler_dir_env: ClassVar[str | None] = None  # where the engine's torch profiler writes
+    # Variables that make the engine emit NVTX ranges nsys can follow (observability's capture).
+    nsys_env: ClassVar[Mapping[str, str]] = {}
+    nsys_mpi: ClassVar[bool] = False  # `nsys profile` with the MPI engine flags (ucx, --kill none --wait all)
 
     # ------------------------------------------------------------------ questions
 

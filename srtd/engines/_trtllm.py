@@ -41,6 +41,8 @@ TRTLLM_FATAL = (r"^Rank\d+ Task exit code: (?!0$)\d+$", r"Failed to initialize e
 class TRTLLM(Engine):
     health_path = "/health"  # trtllm-serve and the Dynamo system port
     launch_per_endpoint = True
+    nsys_mpi = True
+    nsys_env = {"TLLM_LLMAPI_ENABLE_NVTX": "1", "TLLM_PROFILE_LOG_RANKS": "all"}  # every rank's LLM-API ranges
     fatal_patterns = TRTLLM_FATAL
     owned_flags = frozenset({"port", "host", "model-path"})
 

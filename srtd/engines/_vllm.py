@@ -43,6 +43,8 @@ def kv_connector(recipe: Recipe, role: str) -> str | None:
 class VLLM(Engine):
     health_path = "/health"  # vllm serve and the Dynamo system port
     torch_profiler_dir_env = "VLLM_TORCH_PROFILER_DIR"
+    # the scheduler's and model runner's NVTX ranges; spawned (not forked) workers nsys can follow
+    nsys_env = {"VLLM_NVTX_SCOPES_FOR_PROFILING": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     served_flag = "--served-model-name"
     owned_flags = frozenset({"port", "host", "model", "disaggregation-mode", "kv-transfer-config-from-connector"})
 

@@ -24,6 +24,7 @@ class FrontendPlan:
     node: str | None  # public endpoint
     port: int | None
     gate_readiness: Readiness | None = None  # direct frontends: the probe their worker gets
+    processes: tuple[str, ...] = ()  # the frontend's own server units (not nginx): what observability wraps
 
 
 @dataclass(frozen=True)

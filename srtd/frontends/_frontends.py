@@ -121,9 +121,10 @@ class _Replicated(Frontend):
                     log=f"{node}_{self.log_stem}_{i}",
                 )
             )
+        servers = tuple(u.name for u in units)
         if layout.nginx is not None:
             units.append(_nginx(ctx, layout, gate))
-        return FrontendPlan(tuple(units), units[-1].name, public_node, layout.public_port)
+        return FrontendPlan(tuple(units), units[-1].name, public_node, layout.public_port, processes=servers)
 
 
 @register_frontend("dynamo")
@@ -408,7 +409,7 @@ class TRTLLMServe(Frontend):
             srun=Srun(mpi="pmix"),
             log=f"{node}_{self.log_stem}_0",  # srtctl's name: the job's one frontend
         )
-        return FrontendPlan((unit,), unit.name, node, public)
+        return FrontendPlan((unit,), unit.name, node, public, processes=(unit.name,))
 
 
 @register_frontend(NO_FRONTEND)

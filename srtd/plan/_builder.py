@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
-from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, warn_unlaunched_profiling
+from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, observed_frontends, observed_workers
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
@@ -188,7 +188,6 @@ def _checked_units(
     _place_workers(ctx, rows, mode)
     kept = _skip_unrunnable(ctx, services)
     check_after(ctx.recipe, kept, services)
-    warn_unlaunched_profiling(ctx)
     _discovery(ctx, kept)
     units, bench = _units(ctx, frontend, rows, kept, mode)
     units = _with_cluster_mpi(ctx.cluster, units)
@@ -282,6 +281,9 @@ def _units(
         workers = [
             w.model_copy(update={"readiness": fplan.gate_readiness}) if w.name == fplan.gate else w for w in workers
         ]
+    # nsys wrappers and observability's environment: the rows' own units, rewritten by one rule
+    workers = observed_workers(ctx, workers, {r: row.nsys_env for r, row in rows.items()}, dynamo=mode.via_dynamo)
+    front = observed_frontends(ctx, fplan.units, fplan.processes, dynamo=mode.via_dynamo)
     units += workers
     units += [
         u
@@ -289,7 +291,7 @@ def _units(
         if eff.start == "with_workers" and eff.external is None
         for u in service_units(ctx, eff, containers)
     ]
-    units += fplan.units
+    units += front
     units += [
         u
         for eff in services

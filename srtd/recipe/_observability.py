@@ -113,7 +113,19 @@ class NsysObservabilityConfig(Section):
     nvtx_injection_path: str | None = None
     """NVTX injection library inside the container."""
     cpu_sampling: Literal["system-wide", "process-tree", "none"] = "system-wide"
-    """CPU sampling scope."""
+    """CPU sampling scope of every captured process."""
+    frontend_cpu_sampling: bool | None = None
+    """Newer srt-slurm: sample CPUs system-wide on frontends only (false: nowhere); unset: cpu_sampling."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> NsysObservabilityConfig:
+        rules = Rules()
+        if self.report_timeout_secs <= 0:
+            rules.add("report_timeout_secs", f"must be a positive number of seconds, not {self.report_timeout_secs}")
+        if self.nvtx_injection_path is not None and not self.nvtx_injection_path.startswith("/"):
+            rules.add("nvtx_injection_path", "must be an absolute path inside the container")
+        rules.check()
+        return self
 
 
 class ObservabilityConfig(Section):

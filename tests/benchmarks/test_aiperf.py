@@ -152,3 +152,34 @@ def test_a_missing_aiperf_says_so(tmp_path: Path) -> None:
 def test_a_zero_concurrency_level_is_a_plan_error() -> None:
     with pytest.raises(PlanError):
         plan(BODY.replace('"1x8"', '"0"'), local=True)
+
+
+HOOK = """\
+import os, sys
+with open(os.environ["HOOK_LOG"], "a") as f:
+    f.write(sys.argv[1] + "\\n")
+sys.exit(int(os.environ.get("HOOK_FAILS_ON_" + sys.argv[1].upper(), "0")))
+"""
+
+
+def test_each_level_is_its_own_nsys_window_when_the_job_has_one(tmp_path: Path) -> None:
+    hook = tmp_path / "nsys_window.py"
+    hook.write_text(HOOK)
+    log = tmp_path / "hooks.log"
+    env = {"SRT_NSYS_CONTROL_SCRIPT": str(hook), "SRT_NSYS_CONTROL_DIR": str(tmp_path), "HOOK_LOG": str(log)}
+    done = driver(tmp_path, "1", "4", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert log.read_text().split() == ["start", "stop", "start", "stop"]
+    # and around each aiperf run: a level's artifacts exist only for the windows that opened
+    assert sorted(p.name for p in (tmp_path / "aiperf").iterdir()) == ["c1", "c4"]
+
+
+def test_a_window_that_does_not_open_fails_the_run_before_any_request(tmp_path: Path) -> None:
+    hook = tmp_path / "nsys_window.py"
+    hook.write_text(HOOK)
+    env = {"SRT_NSYS_CONTROL_SCRIPT": str(hook), "SRT_NSYS_CONTROL_DIR": str(tmp_path), "HOOK_LOG": str(tmp_path / "l")}
+    done = driver(tmp_path, "1", "4", env={**env, "HOOK_FAILS_ON_START": "1"})
+    assert done.returncode == 1
+    assert "FAILED: concurrency 1: the Nsight Systems window did not start (exit 1)" in done.stderr + done.stdout
+    assert not (tmp_path / "aiperf").exists() or not any((tmp_path / "aiperf").iterdir())
+    assert json.loads((tmp_path / "bench.json").read_text())["levels"] == []

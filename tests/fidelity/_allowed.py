@@ -196,8 +196,28 @@ ALLOWED: tuple[Allow, ...] = (
         side="dropped",
         example="trtllm__dynamo-mooncake",
     ),
+    Allow(
+        "*_*_node-*|frontend_*",
+        "program",
+        "",
+        "the Nsight Systems window program is srtd's own, written into the job's log directory (every container "
+        "mounts it), not srtctl's runtime_scripts copy; the same `worker --spec ... --` call",
+        values=lambda d, _o: all(str(v).endswith("/nsys_window.py worker") for v in (d.upstream, d.srtd)),
+    ),
+    Allow(
+        "<unnamed benchmark>",
+        "env",
+        "SRT_NSYS_CONTROL_SCRIPT",
+        "the client's window hooks are srtd's own program in the job's log directory (same start/stop commands)",
+        values=lambda d, _o: all(str(v).endswith("/nsys_window.py") for v in (d.upstream, d.srtd)),
+    ),
     # --- mounts srtd does not need
-    Allow("*", "mount", "<repo>/src/srtctl/runtime_scripts", "srtctl's helper scripts; srtd runs none of them"),
+    Allow(
+        "*",
+        "mount",
+        "<repo>/src/srtctl/runtime_scripts",
+        "srtctl's helper scripts; srtd runs none of them (its Nsight window program is written into the log dir)",
+    ),
     Allow(
         "*",
         "mount",
@@ -236,13 +256,6 @@ ALLOWED: tuple[Allow, ...] = (
         "extra",
         "",
         "srtd keeps the tachometer's exporters (one instance, or one per node) when telemetry is on",
-    ),
-    Allow(
-        "*_*_node-*|frontend_*|<unnamed benchmark>",
-        "program|flag|env",
-        "*",
-        "observability.enabled's Nsight Systems window and NVTX environment: not wrapped by srtd yet",
-        example="features__observability-vllm",
     ),
     Allow(
         "<unnamed benchmark>",

@@ -14,6 +14,7 @@ SRTD = Path(__file__).resolve().parents[2] / "srtd"
 # exits with what it ran, and none of them is the `srtd` command.
 PROGRAM_MAINS = {
     "benchmarks/aiperf.py",
+    "engines/_nsys_window.py",  # run with python3 inside the job's containers (docs/engines.md)
     "launch/_guardian.py",
     "toy/_proc.py",
     "toy/bench.py",

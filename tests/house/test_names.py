@@ -34,6 +34,8 @@ NOT_A_ROW = {
     ("recipe/_migrate_folds.py", "dynamo"): "schema 1's frontend type, read from the old layout's text",
     ("recipe/_migrate_folds.py", "nats"): "the schema 1 infra entry being written, not a kind being looked up",
     ("frontends/_frontends.py", "nats"): "the value of dynamo.request_plane / event_plane (a transport)",
+    ("engines/_profiling.py", "none"): "profiling.type none: no explicit profiling (not the frontend row)",
+    ("engines/_observe.py", "none"): "observability.nsys.cpu_sampling none: no CPU sampling (not the frontend row)",
 }
 
 

@@ -829,3 +829,11 @@ def test_sweep_placeholder_takes_the_value_type() -> None:
 def test_sweep_placeholder_inside_a_string_stays_a_string() -> None:
     text = sub("    workers: 1\n", "    workers: 'n{w}'\n") + "sweep:\n  w: [2]\n"
     assert problems(text) == [(13, 14, "roles.agg.workers", "input should be a valid integer, got 'n2'")]
+
+
+def test_observability_nsys_bounds() -> None:
+    text = BASE + "observability:\n  nsys:\n    report_timeout_secs: 0\n    nvtx_injection_path: lib/inject.so\n"
+    assert problems(text) == [
+        (19, 5, "observability.nsys.report_timeout_secs", "must be a positive number of seconds, not 0"),
+        (20, 5, "observability.nsys.nvtx_injection_path", "must be an absolute path inside the container"),
+    ]
