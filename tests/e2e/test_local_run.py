@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from srtd.events import Event
-from tests.command import run_srtd, start_srtd
+from tests.command import SRTD, run_srtd, start_srtd
 from tests.supervisor.helpers import assert_cancelled_by_sigint, assert_no_leftovers, check_journal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,21 +78,10 @@ def _logs_land_in_the_layout(log_dir: Path, layout: str) -> None:
     assert all((log_dir / path).stat().st_size > 0 for path in where.values())
     top = sorted(p.name for p in log_dir.glob("*.out"))
     assert top == (["benchmark.out"] if layout == "split" else sorted(where.values()))
-    listing = subprocess.run(
-        [sys.executable, "-m", "srtd", "logs", str(log_dir), "--json"],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    listing = run_srtd("logs", str(log_dir), "--json")
     assert listing.returncode == 0, listing.stderr
     assert json.loads(listing.stdout)["units"] == {unit: str(log_dir / path) for unit, path in where.items()}
-    shown = subprocess.run(
-        [sys.executable, "-m", "srtd", "logs", str(log_dir), "decode_1_node1"],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-    )
+    shown = subprocess.run([*SRTD, "logs", str(log_dir), "decode_1_node1"], check=False, cwd=REPO, capture_output=True)
     assert (shown.returncode, shown.stdout) == (0, (log_dir / where["decode_1_node1"]).read_bytes())
 
 

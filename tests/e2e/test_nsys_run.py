@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.command import SRTD
 from tests.supervisor.helpers import assert_no_leftovers, check_journal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_the_window_opens_after_every_worker_is_captured_and_closes_with_reports
         "FAKE_NSYS_STATE": str(tmp_path / "sessions"),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "srtd", "run", str(recipe), "--log-dir", str(log_dir)],
+        [*SRTD, "run", str(recipe), "--log-dir", str(log_dir)],
         cwd=REPO,
         env=env,
         capture_output=True,
