@@ -136,6 +136,11 @@ class UnitRunner:
 
     def verdict(self, condition: Condition) -> Verdict:
         """Does this unit satisfy `condition` for a dependant, now?"""
+        if condition is Condition.ENDED:
+            # whatever the outcome, unless it ends the job: then nothing after it launches
+            if self.final and not (self.state is UnitState.FAILED and self.unit.critical):
+                return Verdict.OK
+            return Verdict.WAIT
         if self.failure is not None or self.state is UnitState.FAILED:
             return Verdict.FAILED
         final = self.final

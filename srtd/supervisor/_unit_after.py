@@ -28,7 +28,7 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
     """Decide what follows an attempt.  True: launch again."""
     unit = runner.unit
     port = runner.port
-    if end.kind == "exit" and port.stop_requested and not runner.signalled:
+    if end.kind == "exit" and port.stop_requested and not runner.signalled and not unit.on_teardown:
         runner.ended_first()
         return False
     if end.kind == "exit":
@@ -61,7 +61,9 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
             return False
         await stop_own(runner, reason, end.detail)
     runner.failure = reason
-    runner.end_as(UnitState.FAILED, reason)
+    # a failure the job goes on after (a non-critical unit) says so: the console warns
+    ignored = not unit.critical and not unit.terminal
+    runner.end_as(UnitState.FAILED, reason, {"ignored": True} if ignored else None)
     if unit.terminal:
         status = runner.status
         code = status.shell_code if status is not None and end.kind == "exit" else 1
