@@ -62,8 +62,13 @@ def check_plan(plan: Plan) -> None:
         if name in seen:
             problems.append(f"unit {name!r} appears twice")
         seen.add(name)
+    at_teardown = {u.name for u in plan.units if u.on_teardown}
     for unit in plan.units:
+        if unit.on_teardown and unit.after:
+            problems.append(f"unit {unit.name!r} runs at teardown and cannot wait for other units")
         for edge in unit.after:
+            if edge.unit in at_teardown and not unit.on_teardown:
+                problems.append(f"unit {unit.name!r} depends on {edge.unit!r}, which runs only at teardown")
             if edge.unit not in seen:
                 problems.append(f"unit {unit.name!r} depends on unknown unit {edge.unit!r}")
             elif edge.unit == unit.name:

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from srtd.errors import PlanError
 from srtd.events import JobState
 from srtd.launch import FakeRun
 from srtd.supervisor import Stop
@@ -222,3 +223,16 @@ async def test_a_second_ctrl_c_kills_the_teardown_steps(tmp_path: Path) -> None:
         assert run.signals(name) == [(name, signal.SIGKILL)]
         assert run.states(name)[-1] == "failed"
     assert run.result.state is JobState.SUCCEEDED  # the job had ended before; the kill only cut its teardown short
+
+
+async def test_a_plan_that_waits_for_a_teardown_step_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    teardown = teardown_steps()
+    waits = fu("w0", after=[Edge(unit="host_teardown_n1", condition=Condition.ENDED)])
+    hooked = teardown[1].model_copy(update={"after": (Edge(unit="w0"),)})
+    with pytest.raises(PlanError) as info:
+        await go(tmp_path, [waits, teardown[0], hooked])
+    assert list(info.value.messages) == [
+        "unit 'w0' depends on 'host_teardown_n1', which runs only at teardown",
+        "unit 'host_teardown_n2' runs at teardown and cannot wait for other units",
+    ]
+    assert not (tmp_path / "logs").exists()
