@@ -50,6 +50,7 @@ class UnitKind(StrEnum):
     FRONTEND = "frontend"
     BENCHMARK = "benchmark"
     BUILD = "build"
+    HOST = "host"  # a node's bare host (no container): host_setup before the job, its teardown after
 
 
 class Condition(StrEnum):
@@ -58,6 +59,9 @@ class Condition(StrEnum):
     STARTED = "started"  # its process has been launched
     READY = "ready"  # its readiness probe passed (or it has no probe and was started)
     SUCCEEDED = "succeeded"  # it exited 0 (one-shot units: clone, build)
+    # it has ended, whatever its outcome (host setup steps); a failure that ends the job
+    # (a critical unit) keeps its dependants waiting for the teardown instead
+    ENDED = "ended"
 
 
 class Edge(_Frozen):
@@ -279,6 +283,9 @@ class Unit(_Frozen):
     index: int | None = None
     implied_by: str | None = None  # why an implicit service is in the plan
     results: ResultsSpec | None = None  # a benchmark's measurements; in the JSON only when set
+    # launched by the job's teardown, after every tier is down, instead of at start (a host
+    # teardown step); in the JSON only when true
+    on_teardown: bool = False
 
     @property
     def node(self) -> str:
@@ -290,6 +297,8 @@ class Unit(_Frozen):
         for key in ("liveness", "results"):
             if data.get(key, ...) is None:
                 del data[key]
+        if data.get("on_teardown") is False:
+            del data["on_teardown"]
         return data
 
 

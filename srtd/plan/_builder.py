@@ -15,6 +15,7 @@ from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
+from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
 from srtd.plan._reporting import JobShape, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
@@ -198,7 +199,8 @@ def _checked_units(
     problems = [*cycle_problem(units, kept), *port_problems(ctx, units, kept)]
     if problems:
         raise PlanError(problems)
-    return start_order(units), bench
+    setup, teardown = host_units(ctx, max((u.tier for u in units), default=0))
+    return start_order(with_host_steps(units, setup, teardown)), bench
 
 
 def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], bench: _Ends) -> Plan:
@@ -223,7 +225,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         nodes=nodemap.as_dict(),
         allocation=nodemap.allocation,
         addresses={n: ctx.address(n) for n in nodemap.allocation},
-        phases=PHASES,
+        phases=phases_with_hosts(PHASES, units),
         units=tuple(without_token(units, reporting)),
         gate=bench.gate,
         hold=hold,
@@ -425,7 +427,10 @@ def _teardown(cluster: Cluster, units: Sequence[Unit], local: bool) -> TeardownB
     tiers: dict[str, float] = {}
     for unit in units:
         key = str(unit.tier)
-        tiers[key] = max(tiers.get(key, 0.0), unit.terminate_timeout)
+        # a host teardown step is launched in its tier, not stopped: its budget is its run
+        # timeout and the grace of the kill that ends it there
+        need = (unit.run_timeout or 0.0) + unit.terminate_timeout if unit.on_teardown else unit.terminate_timeout
+        tiers[key] = max(tiers.get(key, 0.0), need)
     tiers = dict(sorted(tiers.items()))
     total = sum(tiers.values())
     early = cluster.early_warning_seconds

@@ -341,18 +341,18 @@ class HealthCheckConfig(Section):
 
 
 class HostSetupConfig(Section):
-    """Commands on each node's bare host, outside any container, before workers start."""
+    """Commands on each node's bare host, outside any container, before anything of the job starts."""
 
     commands: StrSeq = ()
-    """Shell commands run in order."""
+    """Shell commands run in order on each node, joined with `&&` into one `bash -c`."""
     teardown: StrSeq = ()
-    """Shell commands run after workers stop, also when the job fails."""
+    """Shell commands run on each node after every unit has stopped, also when the job failed or was cancelled."""
     nodes: Literal["all", "workers"] = "all"
-    """Every node, or only worker nodes."""
+    """`all`: head, infra and worker nodes; `workers`: the worker nodes (and pools)."""
     ignore_failure: bool = False
-    """A failing node warns instead of failing the job."""
-    timeout_seconds: int = 300
-    """Per-node budget."""
+    """A failing node is a warning and the job goes on, instead of failing the job."""
+    timeout_seconds: Annotated[int, Field(ge=1)] = 300
+    """Per-node budget for the commands, and again for the teardown; a hook still running then is stopped."""
 
 
 class PostEvalConfig(Section):

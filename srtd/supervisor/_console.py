@@ -210,6 +210,8 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
         fields["exit_code"] = event.exit_code
     if event.reason:
         fields["reason"] = event.reason
+    if event.state == "failed" and detail.get("ignored"):
+        message += " (not critical: the job goes on)"
     return message, fields
 
 
@@ -293,7 +295,8 @@ class TerminalConsole(_StreamWriter):
         message, fields = event_message(event)
         level = "info"
         if event.state == "failed":
-            level = "error"
+            # a failure the job goes on after (a non-critical unit, `detail.ignored`) is a warning
+            level = "warning" if (event.detail or {}).get("ignored") else "error"
         elif event.state == "backoff" or (
             event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None))
         ):

@@ -65,8 +65,13 @@ def check_plan(plan: Plan) -> None:
         if name in seen:
             problems.append(f"unit {name!r} appears twice")
         seen.add(name)
+    at_teardown = {u.name for u in plan.units if u.on_teardown}
     for unit in plan.units:
+        if unit.on_teardown and unit.after:
+            problems.append(f"unit {unit.name!r} runs at teardown and cannot wait for other units")
         for edge in unit.after:
+            if edge.unit in at_teardown and not unit.on_teardown:
+                problems.append(f"unit {unit.name!r} depends on {edge.unit!r}, which runs only at teardown")
             if edge.unit not in seen:
                 problems.append(f"unit {unit.name!r} depends on unknown unit {edge.unit!r}")
             elif edge.unit == unit.name:
@@ -273,7 +278,8 @@ class Job:
             self._watcher = open_watcher(self.log_watch)
             tg.start_soon(self._watcher.run)
             for runner in self.runners.values():
-                tg.start_soon(runner.run)
+                if not runner.unit.on_teardown:  # host teardown steps: launched by the teardown
+                    tg.start_soon(runner.run)
             tg.start_soon(self._results.follow, self.changed)
             if self.console.progress_interval:
                 rows = lambda: progress_rows(self.runners.values(), self.clock.now(), self.launcher.address)  # noqa: E731
@@ -302,7 +308,7 @@ class Job:
         self.console.close()
 
     async def _decide(self) -> End:
-        runners = list(self.runners.values())
+        runners = [r for r in self.runners.values() if not r.unit.on_teardown]
         terminals = [r for r in runners if r.unit.terminal]
         announced_running = False
         while True:
@@ -363,6 +369,8 @@ def _abandoned(journal: Journal, error: BaseException) -> None:
 def _settled(runners: Sequence[UnitRunner]) -> bool:
     """Every non-terminal unit ready (or ended harmlessly) and every terminal one launched."""
     for r in runners:
+        if r.unit.on_teardown:
+            continue
         if r.unit.terminal:
             if not (r.launched or r.final):
                 return False

@@ -28,7 +28,7 @@ def progress_rows(runners: Iterable[UnitRunner], now: float, address: Callable[[
     rows: list[ProgressRow] = []
     for r in runners:
         state = r.state
-        if state is UnitState.READY or r.final:
+        if state is UnitState.READY or r.final or r.unit.on_teardown:  # host teardown steps: not before the end
             continue
         waiting = ""
         if state is UnitState.WAITING:

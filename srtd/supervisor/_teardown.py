@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from srtd.errors import exit_for_signal
+from srtd.events import UnitState
 from srtd.launch import signal_name
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ class Stop:
         return exit_for_signal(self.signum if self.signum is not None else signal.SIGTERM)
 
 
-async def teardown(runners: Sequence[UnitRunner], stop: Stop) -> None:
+async def teardown(every: Sequence[UnitRunner], stop: Stop) -> None:
+    hooks = [r for r in every if r.unit.on_teardown]
+    runners = [r for r in every if not r.unit.on_teardown]
     # 1. Nothing launches, probes, watches or backs off any more.
     for runner in runners:
         runner.scope.cancel()
@@ -92,7 +95,7 @@ async def teardown(runners: Sequence[UnitRunner], stop: Stop) -> None:
 
     async def kill_on_request() -> None:
         await stop.killed.wait()
-        for runner in runners:
+        for runner in every:
             if runner.live and runner.handle is not None:
                 await runner.handle.kill()
 
@@ -105,4 +108,21 @@ async def teardown(runners: Sequence[UnitRunner], stop: Stop) -> None:
             async with anyio.create_task_group() as tier_group:
                 for runner in members:
                     tier_group.start_soon(runner.terminate)
+        await run_teardown_steps(hooks, touched=any(r.launched for r in runners))
         tg.cancel_scope.cancel()
+
+
+async def run_teardown_steps(hooks: Sequence[UnitRunner], *, touched: bool) -> None:
+    """The last tier: the host teardown steps, launched together once every other tier is down.
+
+    Each ends by itself, or at its `run_timeout` (stopped, and failed with one line); a
+    second Ctrl-C kills them like any live process.  A job that launched nothing has
+    changed no node: its teardown steps are not run.
+    """
+    if not touched:
+        for runner in hooks:
+            runner.end_as(UnitState.STOPPED, "not run: the job launched nothing")
+        return
+    async with anyio.create_task_group() as tg:
+        for runner in hooks:
+            tg.start_soon(runner.run)

@@ -36,7 +36,7 @@ from srtd.launch import ExitStatus, Handle
 from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict, ended
 from srtd.supervisor._restart import RestartTracker
 from srtd.supervisor._tail import LogLine
-from srtd.supervisor._unit_after import after_attempt
+from srtd.supervisor._unit_after import after_attempt, ignored_detail
 from srtd.supervisor._unit_launch import launch_attempt
 from srtd.supervisor._unit_stop import terminate
 from srtd.supervisor._unit_watch import run_timer, watch_exit, watch_liveness, watch_readiness
@@ -115,7 +115,7 @@ class UnitRunner:
     def give_up(self, reason: str) -> None:
         """The unit fails before an attempt runs (a dependency failed, the launch failed)."""
         self.failure = reason
-        self.end_as(UnitState.FAILED, reason)
+        self.end_as(UnitState.FAILED, reason, ignored_detail(self.unit))
         if self.unit.terminal:
             self.exit_for_job = 1
         if self.unit.critical:
@@ -136,6 +136,11 @@ class UnitRunner:
 
     def verdict(self, condition: Condition) -> Verdict:
         """Does this unit satisfy `condition` for a dependant, now?"""
+        if condition is Condition.ENDED:
+            # whatever the outcome, unless it ends the job: then nothing after it launches
+            if self.final and not (self.state is UnitState.FAILED and self.unit.critical):
+                return Verdict.OK
+            return Verdict.WAIT
         if self.failure is not None or self.state is UnitState.FAILED:
             return Verdict.FAILED
         final = self.final

@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING
 from srtd.events import UnitState
 from srtd.supervisor._attempt import AttemptEnd, ended
 from srtd.supervisor._unit_stop import stop_own
+from srtd.unit import Unit
 
 if TYPE_CHECKING:
     from srtd.supervisor._unit import UnitRunner
+
+
+def ignored_detail(unit: Unit) -> dict[str, object] | None:
+    """The `failed` event's detail of a unit whose failure lets the job go on (not critical,
+    not terminal): `ignored`, and the console warns instead of reporting an error."""
+    return {"ignored": True} if not unit.critical and not unit.terminal else None
 
 
 def _judge_exit(runner: UnitRunner) -> tuple[bool, str]:
@@ -28,7 +35,7 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
     """Decide what follows an attempt.  True: launch again."""
     unit = runner.unit
     port = runner.port
-    if end.kind == "exit" and port.stop_requested and not runner.signalled:
+    if end.kind == "exit" and port.stop_requested and not runner.signalled and not unit.on_teardown:
         runner.ended_first()
         return False
     if end.kind == "exit":
@@ -61,7 +68,8 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
             return False
         await stop_own(runner, reason, end.detail)
     runner.failure = reason
-    runner.end_as(UnitState.FAILED, reason)
+    # a failure the job goes on after (a non-critical unit) says so: the console warns
+    runner.end_as(UnitState.FAILED, reason, ignored_detail(unit))
     if unit.terminal:
         status = runner.status
         code = status.shell_code if status is not None and end.kind == "exit" else 1

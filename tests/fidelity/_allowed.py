@@ -126,6 +126,14 @@ ALLOWED: tuple[Allow, ...] = (
     # --- srtd's own choices
     Allow("*", "env", "SRTD_*", "srtd's job id and log dir, for programs that want them", side="added"),
     Allow(
+        "<unnamed host_setup_*>|<unnamed host_teardown_*>",
+        "env",
+        "*",
+        "srtctl's host steps inherit the recipe's `environment:` from the job script that exports it; "
+        "srtd sets it on the step, as on every unit, so the plan shows it and the local launcher passes it",
+        side="added",
+    ),
+    Allow(
         "*_*_node-*",
         "env",
         "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS",
@@ -247,7 +255,6 @@ ALLOWED: tuple[Allow, ...] = (
         "and this one runs once the cluster names its binary (then the client gets these variables)",
         side="dropped",
     ),
-    Allow("<unnamed host_*>", "missing", "", "host_setup commands and teardown: not run by srtd yet"),
     Allow("<unnamed postprocess>", "missing", "", "reporting.s3 upload after the job: not run by srtd yet"),
     Allow("<unnamed telemetry_*>", "missing", "", "telemetry (power measurement) exporters: not run by srtd yet"),
     Allow("<unnamed benchmark>", "env", "SRT_MEASUREMENT_WINDOW_DIR", "telemetry windows: not measured by srtd yet"),

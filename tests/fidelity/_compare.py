@@ -157,6 +157,11 @@ def _same_name(step: Step, unit: Unit) -> bool:
     return unit.name == step.name
 
 
+def _one_shot(step: Step, unit: Unit) -> bool:
+    # srtctl's one-shot steps have no step name; srtd names them as their log (`host_setup_<node>`)
+    return step.name == f"<unnamed {unit.name}>"
+
+
 def _benchmark(step: Step, unit: Unit) -> bool:
     return step.name == "<unnamed benchmark>" and unit.kind == UnitKind.BENCHMARK
 
@@ -186,7 +191,7 @@ def _frontend(step: Step, unit: Unit) -> bool:
     return unit.kind == UnitKind.FRONTEND
 
 
-_RULES = (_same_name, _benchmark, _worker, _service, _frontend)
+_RULES = (_same_name, _one_shot, _benchmark, _worker, _service, _frontend)
 
 
 def _service_matches(unit: Unit, step: Step) -> bool:

@@ -1103,7 +1103,7 @@ def test_validation_cases_cover_the_services_doc() -> None:
 
 
 def test_a_condition_enum_covers_what_plans_use() -> None:
-    assert {c.value for c in Condition} == {"started", "ready", "succeeded"}
+    assert {c.value for c in Condition} == {"started", "ready", "succeeded", "ended"}
 
 
 def test_exporters_also_run_on_pool_nodes() -> None:

@@ -82,7 +82,10 @@ def test_a_waiting_unit_with_no_edge_left_waits_for_its_launch() -> None:
     from srtd.supervisor._rows import progress_rows
 
     def runner(name: str, waiting_on: tuple[object, ...]) -> SimpleNamespace:
-        return SimpleNamespace(name=name, state=UnitState.WAITING, final=False, waiting_on=waiting_on, launched_at=None)
+        unit = SimpleNamespace(on_teardown=False)
+        return SimpleNamespace(
+            name=name, unit=unit, state=UnitState.WAITING, final=False, waiting_on=waiting_on, launched_at=None
+        )
 
     etcd = edge("etcd")
     rows = progress_rows([runner("w", (etcd,)), runner("v", ())], 0.0, str)  # type: ignore[list-item]

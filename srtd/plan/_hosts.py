@@ -1,0 +1,87 @@
+"""Host steps: the recipe's `host_setup` as units, one per node, before and after the job.
+
+`host_setup.commands` becomes one `host_setup_<node>` unit per targeted node, the job's
+first tier: every unit that waits for nothing else waits for every one of them to have
+ended (`Condition.ENDED`), so nothing of the job launches before each node's setup is
+over.  A setup step is critical unless `ignore_failure`: its failure ends the job (its
+dependants never launch); with `ignore_failure` it is a recorded, non-critical failure
+and the job goes on.  `host_setup.teardown` becomes one `host_teardown_<node>` unit per
+node with `on_teardown`: the supervisor launches them after every teardown tier is down,
+also when the job failed or was cancelled.  Each step is bounded by `timeout_seconds`
+(`run_timeout`: a hung hook is stopped and fails with one line).
+
+They run on the bare host, never in a container, as srtctl's do: the commands are the
+recipe's own shell, joined with `&&` into one `bash -c` (the user's shell on purpose);
+what srtd adds (the environment) is quoted by the launcher like every unit's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from srtd.context import PlanContext
+from srtd.unit import Condition, Edge, Unit, UnitKind
+
+SETUP_PHASE = "host_setup"
+TEARDOWN_PHASE = "host_teardown"
+KILL_GRACE = 5.0  # seconds a hook stopped at its timeout gets between SIGTERM and SIGKILL
+
+
+def host_nodes(ctx: PlanContext) -> tuple[str, ...]:
+    """The nodes `host_setup.nodes` names: `workers` (workers and pools) or `all` (head and infra too)."""
+    compute = ctx.nodes.compute
+    if ctx.recipe.host_setup.nodes == "workers":
+        return compute
+    return tuple(dict.fromkeys((ctx.nodes.head, ctx.nodes.infra, *compute)))
+
+
+def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]]:
+    """(setup steps, teardown steps): one per targeted node for each command list that is set."""
+    cfg = ctx.recipe.host_setup
+    if not cfg.commands and not cfg.teardown:
+        return [], []
+    nodes = host_nodes(ctx)
+    if not nodes:
+        ctx.warn("host_setup.nodes is 'workers' but the job has no worker nodes: no host step runs")
+        return [], []
+    setup = [_step(ctx, SETUP_PHASE, node, cfg.commands) for node in nodes] if cfg.commands else []
+    teardown = [
+        _step(ctx, TEARDOWN_PHASE, node, cfg.teardown).model_copy(update={"on_teardown": True, "tier": last_tier + 1})
+        for node in nodes
+    ]
+    return setup, teardown if cfg.teardown else []
+
+
+def _step(ctx: PlanContext, phase: str, node: str, commands: Sequence[str]) -> Unit:
+    cfg = ctx.recipe.host_setup
+    name = f"{phase}_{node}"
+    # on the bare host the log directory is the host's path, never the container's /logs
+    env = {**ctx.job_env(), "SRTD_LOG_DIR": ctx.log_dir, **dict(ctx.recipe.environment.items())}
+    return Unit(
+        name=name,
+        kind=UnitKind.HOST,
+        phase=phase,
+        nodes=(node,),
+        argv=("bash", "-c", " && ".join(commands)),
+        env=env,
+        log=ctx.log(name),
+        critical=phase == SETUP_PHASE and not cfg.ignore_failure,
+        run_timeout=float(cfg.timeout_seconds),
+        terminate_timeout=KILL_GRACE,
+    )
+
+
+def with_host_steps(units: Sequence[Unit], setup: Sequence[Unit], teardown: Sequence[Unit]) -> list[Unit]:
+    """The setup steps first, every unit that waits for nothing else waiting for all of them,
+    the teardown steps last."""
+    edges = tuple(Edge(unit=s.name, condition=Condition.ENDED) for s in setup)
+    body = [u if u.after or not edges else u.model_copy(update={"after": edges}) for u in units]
+    return [*setup, *body, *teardown]
+
+
+def phases_with_hosts(phases: tuple[str, ...], units: Sequence[Unit]) -> tuple[str, ...]:
+    """The plan's phases, with the host phases around them when the plan has host steps."""
+    present = {u.phase for u in units}
+    before = (SETUP_PHASE,) if SETUP_PHASE in present else ()
+    after = (TEARDOWN_PHASE,) if TEARDOWN_PHASE in present else ()
+    return (*before, *phases, *after)
