@@ -51,8 +51,6 @@ def replacement_for(path: str) -> str | None:
 # "Newer srt-slurm fields"): the error says so instead of suggesting a typo.
 NOT_SUPPORTED_YET: tuple[tuple[str, str], ...] = (
     (r"reporting\.publishers", "result publishers"),
-    (r"engine\.failover\.restart(_\w+)?", "restarting failed shadow engines"),
-    (r"roles\.(prefill|decode|agg)\.engine\.failover\.restart(_\w+)?", "restarting failed shadow engines"),
     (r"telemetry\.\w+\.(kind|gpu_labels|gpu_metrics)", "exporter kinds and GPU metric selection"),
 )
 

@@ -1,7 +1,8 @@
 """Services: everything that is not a worker or the frontend.  One registry row per kind."""
 
-from srtd.services import _builtin, _mooncake  # noqa: F401 - the row modules register on import
+from srtd.services import _builtin, _gms, _mooncake  # noqa: F401 - the row modules register on import
 from srtd.services._builtin import LMCACHE_RPC_PORT, LMCACHE_SERVER
+from srtd.services._gms import gms_socket_dir
 from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
 from srtd.services._mooncake import pool_run_dir, pool_timeout_env
 from srtd.services._resolve import EffectiveService, ImpliesServices, effective_services, service_problems
@@ -16,6 +17,7 @@ __all__ = [
     "ServiceKind",
     "effective_services",
     "get_kind",
+    "gms_socket_dir",
     "instances",
     "kind_names",
     "placed_nodes",

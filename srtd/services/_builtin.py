@@ -339,28 +339,6 @@ class Ray(ServiceKind):
         return Readiness(probe=LogProbe(pattern="Ray runtime started"))
 
 
-@register_service("gms")
-class GpuMemoryService(ServiceKind):
-    description = "the GPU memory service of shadow engine recovery, one per vLLM worker"
-    default_start = "before_workers"
-    default_critical = True
-    default_placement = "workers"
-    default_per = "worker"
-
-    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
-        if svc.command:
-            return list(svc.command)
-        gpus = inst.worker.gpus if inst.worker else ()
-        # One server per GPU of the worker, supervised by bash: the unit lives and
-        # dies with all of them.  Every value is an integer we generated.
-        starts = " ".join(f"python3 -m gpu_memory_service --device {int(g)} & " for g in range(len(gpus)))
-        script = f'{starts}echo "GMS ready: {len(gpus)} device(s)"; wait -n; exit $?'
-        return ["bash", "-c", script]
-
-    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
-        return Readiness(probe=LogProbe(pattern="GMS ready:"), timeout_seconds=120)
-
-
 def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], placement: str) -> dict[str, object]:
     """The names a service's command, args, env and preamble may use."""
     nodes = ctx.nodes

@@ -33,7 +33,6 @@ REFUSED = {
     "features/profiling-vllm.yaml",
     "features/result-publishers.yaml",
     "features/services.yaml",
-    "features/vllm-failover.yaml",
     "mocker/dynamo-agg.yaml",
     "sglang/dynamo-agg.yaml",
     "sglang/sglang-router-agg.yaml",

@@ -35,6 +35,7 @@ NEWER_THAN_REFERENCE = (
     # start: with_workers, readiness.file and TRT-LLM's Mooncake pool (pool master, mooncake-donor)
     "srt-slurm/examples/trtllm/dynamo-mooncake.yaml",
     "srt-slurm/examples/trtllm/trtllm-serve-mooncake.yaml",
+    "srt-slurm/examples/features/vllm-failover.yaml",  # engine.failover.restart*
 )
 INFERENCEX = "forks/SemiAnalysisAI__InferenceX/benchmarks/multi_node/srt-slurm-recipes/"
 
@@ -79,7 +80,7 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/features/status-reporting.yaml": "valid",
     "srt-slurm/examples/features/sweep.yaml": "valid",
     "srt-slurm/examples/features/torchrun-pool.yaml": "valid",
-    "srt-slurm/examples/features/vllm-failover.yaml": "invalid",
+    "srt-slurm/examples/features/vllm-failover.yaml": "valid",
     "srt-slurm/examples/features/worker-restart.yaml": "valid",
     "srt-slurm/examples/miles/openenv-tbench2-smoke.yaml": "valid",
     "srt-slurm/examples/miles/qwen3-4b-grpo.yaml": "valid",
@@ -118,7 +119,6 @@ FIRST_PROBLEM: dict[str, tuple[int, str]] = {
     "srt-slurm/examples/features/profiling-vllm.yaml": (52, "engine.set_cuda_visible_devices"),
     "srt-slurm/examples/features/result-publishers.yaml": (48, "reporting.publishers"),
     "srt-slurm/examples/features/services.yaml": (34, "backend"),
-    "srt-slurm/examples/features/vllm-failover.yaml": (44, "engine.failover.restart"),
     "srt-slurm/examples/mocker/dynamo-agg.yaml": (24, "resources.agg_nodes"),
     "srt-slurm/examples/sglang/dynamo-agg.yaml": (24, "resources.agg_nodes"),
     "srt-slurm/examples/sglang/sglang-router-agg.yaml": (23, "resources.agg_nodes"),
