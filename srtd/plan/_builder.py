@@ -304,7 +304,11 @@ def _units(
     if bench is not None:
         # The benchmark needs the gate itself, not only what came after it.
         gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
-        bench = bench.model_copy(update={"after": gate})
+        # what running services tell the client (a GPU exporter: the measurement window dir)
+        told = {
+            k: v for eff in services if eff.external is None for k, v in eff.kind.client_env(ctx, eff.config).items()
+        }
+        bench = bench.model_copy(update={"after": gate, "env": {**told, **bench.env}})
         units.append(bench)
     return units, _Ends(fplan.gate, bench)
 

@@ -49,10 +49,7 @@ def replacement_for(path: str) -> str | None:
 
 # Newer srt-slurm fields srtd knowingly does not support yet (docs/recipe.md,
 # "Newer srt-slurm fields"): the error says so instead of suggesting a typo.
-NOT_SUPPORTED_YET: tuple[tuple[str, str], ...] = (
-    (r"reporting\.publishers", "result publishers"),
-    (r"telemetry\.\w+\.(kind|gpu_labels|gpu_metrics)", "exporter kinds and GPU metric selection"),
-)
+NOT_SUPPORTED_YET: tuple[tuple[str, str], ...] = ((r"reporting\.publishers", "result publishers"),)
 
 
 def newer_field(path: str) -> str | None:

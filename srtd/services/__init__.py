@@ -5,7 +5,13 @@ from srtd.services._builtin import LMCACHE_RPC_PORT, LMCACHE_SERVER
 from srtd.services._gms import gms_socket_dir
 from srtd.services._kind import Instance, ServiceKind, get_kind, kind_names, register_service
 from srtd.services._mooncake import pool_run_dir, pool_timeout_env
-from srtd.services._resolve import EffectiveService, ImpliesServices, effective_services, service_problems
+from srtd.services._resolve import (
+    EffectiveService,
+    ImpliesServices,
+    effective_services,
+    service_problems,
+    services_client_env,
+)
 from srtd.services._units import instances, placed_nodes, readiness_of, service_ports, service_units
 
 __all__ = [
@@ -28,4 +34,5 @@ __all__ = [
     "service_ports",
     "service_problems",
     "service_units",
+    "services_client_env",
 ]

@@ -8,6 +8,7 @@ import shlex
 from srtd.context import PlanContext
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
+from srtd.services._telemetry import EXPORTERS_FILE, WINDOW_ENV, exporters_document, gpu_exporter_port, window_dir
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import HttpProbe, LogProbe, Readiness
 
@@ -136,6 +137,11 @@ class LMCacheServer(ServiceKind):
         )
 
 
+def placed_nodes_of(ctx: PlanContext, svc: ServiceConfig) -> tuple[str, ...]:
+    """The nodes an every-node exporter runs on."""
+    return ctx.nodes.per_node_services
+
+
 class _Exporter(ServiceKind):
     default_placement = "all"  # every node of the job, like srt-slurm
     option_keys = frozenset({"port"})
@@ -149,7 +155,16 @@ class DcgmExporter(_Exporter):
     option_keys = frozenset({"port", "collect_interval_ms"})
     fixed_ports = {"metrics": 9401}
 
+    def client_env(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
+        # a job with a GPU exporter measures power per window: the client marks its windows there
+        return {WINDOW_ENV: window_dir(ctx)}
+
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if ctx.recipe.telemetry.enabled and inst.index == 0:
+            # power telemetry reads this exporter: say where it listens and how it names GPUs
+            port = self.ports(svc, ctx.port_offset)["metrics"]
+            doc = exporters_document(ctx, placed_nodes_of(ctx, svc), port)
+            ctx.files[posixpath.join(ctx.log_dir, ctx.recipe.telemetry.storage_subdir, EXPORTERS_FILE)] = doc
         if svc.command:
             return list(svc.command)
         interval = svc.options.get("collect_interval_ms", ctx.recipe.observability.tachometer.collect_interval_ms)
@@ -224,7 +239,8 @@ def _scrape_config(ctx: PlanContext) -> str:
     lines = [f"interval_ms = {int(cfg.collect_interval_ms)}", ""]
     targets: list[tuple[str, str, str]] = []
     for node in ctx.nodes.per_node_services:  # where the exporters run (placement `all`)
-        for name, port in (("dcgm", ctx.port(9401)), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
+        gpu = gpu_exporter_port(ctx) or ctx.port(9401)
+        for name, port in (("dcgm", gpu), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
             targets.append((f"{name}-{node}", node, f"http://{ctx.address(node)}:{port}/metrics"))
     for proc in ctx.all_processes:
         metrics = proc.ports.get("sys", proc.ports.get("http"))

@@ -36,6 +36,7 @@ NEWER_THAN_REFERENCE = (
     "srt-slurm/examples/trtllm/dynamo-mooncake.yaml",
     "srt-slurm/examples/trtllm/trtllm-serve-mooncake.yaml",
     "srt-slurm/examples/features/vllm-failover.yaml",  # engine.failover.restart*
+    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml",  # exporter kind, gpu_*
 )
 INFERENCEX = "forks/SemiAnalysisAI__InferenceX/benchmarks/multi_node/srt-slurm-recipes/"
 
@@ -45,7 +46,7 @@ VERDICT: dict[str, str] = {
     "forks/SemiAnalysisAI__srt-slurm/examples/atom/atomesh-disagg.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/atom/direct.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/docker/vllm-agg-1gpu.yaml": "valid",
-    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": "invalid",
+    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/lmcache-server-sglang.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/mlperf-client.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/override.yaml": "valid",
@@ -111,7 +112,6 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/vllm/vllm-router-disagg.yaml": "valid",
 }
 FIRST_PROBLEM: dict[str, tuple[int, str]] = {
-    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": (45, "telemetry.dcgm_exporter.kind"),
     "forks/SemiAnalysisAI__srt-slurm/examples/vllm/llm-d-disagg.yaml": (35, "frontend.epp_config"),
     "forks/SemiAnalysisAI__srt-slurm/examples/vllm/llm-d-dp-ranks.yaml": (30, "frontend.epp_config"),
     "srt-slurm/examples/features/dynamo-source.yaml": (41, "backend"),
