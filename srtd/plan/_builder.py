@@ -15,7 +15,7 @@ from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
-from srtd.plan._reporting import JobShape, status_reporting, without_token
+from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
     EffectiveService,
@@ -234,6 +234,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         warnings=tuple(ctx.warnings),
         reporting=reporting,
         port_offset=ctx.port_offset,
+        publishers=publishers(recipe, ctx.log),
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)

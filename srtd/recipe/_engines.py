@@ -176,11 +176,7 @@ class CustomEngine(Section):
     @model_validator(mode="after")
     def _command_not_blank(self) -> CustomEngine:
         rules = Rules()
-        if not self.command:
-            rules.add("command", "must not be empty")
-        for i, arg in enumerate(self.command):
-            if not arg.strip():
-                rules.add(f"command.{i}", "must not be blank")
+        rules.argv("command", self.command)
         rules.check()
         return self
 

@@ -9,6 +9,9 @@ Public surface:
   last word (`await reporter.finish()`).
 - `report_submitted(settings, job_id, job_name=..., recipe=..., metadata=...)`: the
   POST of a submitted job (for `srtd submit`); `post_submitted` is its async form.
+- `publish_results`: the after-job hook that runs the plan's result publishers
+  (`srtd.supervisor.run(..., after_job=[publish_results])`); `publication` is the
+  document they read.
 - `StageFold`, `Status`, `Stage`, `Request`: the pure event -> request logic and the
   contract's values.
 
@@ -17,11 +20,13 @@ This package reads the plan and the events only; the supervisor knows nothing of
 
 from srtd.reporting._contract import Request, Stage, Status
 from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
+from srtd.reporting._publishers import PUBLISH_FORMAT, publication, publish_results
 from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted, status_service
 
 __all__ = [
     "FINAL_WAIT",
     "PHASE_STAGE",
+    "PUBLISH_FORMAT",
     "Request",
     "Stage",
     "StageFold",
@@ -29,6 +34,8 @@ __all__ = [
     "StatusReporter",
     "collector_job_id",
     "post_submitted",
+    "publication",
+    "publish_results",
     "report_submitted",
     "status_service",
 ]

@@ -31,7 +31,6 @@ REFUSED = {
     "features/dynamo-source.yaml",
     "features/power-noprof.yaml",
     "features/profiling-vllm.yaml",
-    "features/result-publishers.yaml",
     "features/services.yaml",
     "mocker/dynamo-agg.yaml",
     "sglang/dynamo-agg.yaml",

@@ -37,6 +37,7 @@ NEWER_THAN_REFERENCE = (
     "srt-slurm/examples/trtllm/trtllm-serve-mooncake.yaml",
     "srt-slurm/examples/features/vllm-failover.yaml",  # engine.failover.restart*
     "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml",  # exporter kind, gpu_*
+    "srt-slurm/examples/features/result-publishers.yaml",  # reporting.publishers
 )
 INFERENCEX = "forks/SemiAnalysisAI__InferenceX/benchmarks/multi_node/srt-slurm-recipes/"
 
@@ -72,7 +73,7 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/features/power-noprof.yaml": "invalid",
     "srt-slurm/examples/features/profiling-vllm.yaml": "invalid",
     "srt-slurm/examples/features/profiling.yaml": "valid",
-    "srt-slurm/examples/features/result-publishers.yaml": "invalid",
+    "srt-slurm/examples/features/result-publishers.yaml": "valid",
     "srt-slurm/examples/features/s3-reporting.yaml": "valid",
     "srt-slurm/examples/features/services.yaml": "invalid",
     "srt-slurm/examples/features/sglang-sidecar-multinode-disagg-dp.yaml": "valid",
@@ -117,7 +118,6 @@ FIRST_PROBLEM: dict[str, tuple[int, str]] = {
     "srt-slurm/examples/features/dynamo-source.yaml": (41, "backend"),
     "srt-slurm/examples/features/power-noprof.yaml": (43, "benchmark.client_placement"),
     "srt-slurm/examples/features/profiling-vllm.yaml": (52, "engine.set_cuda_visible_devices"),
-    "srt-slurm/examples/features/result-publishers.yaml": (48, "reporting.publishers"),
     "srt-slurm/examples/features/services.yaml": (34, "backend"),
     "srt-slurm/examples/mocker/dynamo-agg.yaml": (24, "resources.agg_nodes"),
     "srt-slurm/examples/sglang/dynamo-agg.yaml": (24, "resources.agg_nodes"),
