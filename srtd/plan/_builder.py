@@ -309,7 +309,8 @@ def _units(
         told = {
             k: v for eff in services if eff.external is None for k, v in eff.kind.client_env(ctx, eff.config).items()
         }
-        bench = bench.model_copy(update={"after": gate, "env": {**told, **bench.env}})
+        env = {**bench.env, **{k: v for k, v in told.items() if k not in bench.env}}  # the recipe's own wins
+        bench = bench.model_copy(update={"after": gate, "env": env})
         units.append(bench)
     return units, _Ends(fplan.gate, bench)
 
