@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -68,14 +69,16 @@ async def run_publisher(publisher: Publisher, document: bytes, log: Path) -> tup
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         process = await anyio.open_process(
-            list(publisher.argv), stdin=-1, stdout=out, stderr=out, start_new_session=True
+            list(publisher.argv), stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True
         )
         async with process:
             assert process.stdin is not None
-            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.send(document)  # a publisher that reads nothing closes its end
-            await process.stdin.aclose()
+            code: int | None = None
+            # the timeout covers the write too: a publisher that never reads must not hang srtd
             with anyio.move_on_after(publisher.timeout_seconds) as scope:
+                with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await process.stdin.send(document)  # one that reads nothing closes its end
+                await process.stdin.aclose()
                 code = await process.wait()
             if scope.cancelled_caught:
                 await _kill(process)
