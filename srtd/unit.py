@@ -302,6 +302,22 @@ class Unit(_Frozen):
         return data
 
 
+# --------------------------------------------------------------------------- result publishers
+
+
+class Publisher(_Frozen):
+    """A command run on srtd's host after a job whose results passed the gate (docs/results.md).
+
+    Plain data: srtd writes the results document to its stdin and keeps its output in
+    `log` (relative to the log directory); it is killed after `timeout_seconds`.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    timeout_seconds: float = 60.0
+    log: str
+
+
 # --------------------------------------------------------------------------- status reporting
 
 
@@ -381,11 +397,14 @@ class Plan(_Frozen):
     reporting: StatusReporting | None = None  # None: no status reporting (and no key in the JSON)
     # added to every port srtd chose (docs/topology.md); left out of the JSON while 0
     port_offset: int = 0
+    publishers: tuple[Publisher, ...] = ()  # run after the job in this order; left out of the JSON while empty
 
     @model_serializer(mode="wrap")
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Plans without these keep the exact JSON they had before the fields existed.
         data: dict[str, Any] = handler(self)
+        if not data.get("publishers"):
+            data.pop("publishers", None)
         if not data.get("srun_lines"):
             data.pop("srun_lines", None)
         if data.get("reporting", "") is None:
@@ -397,6 +416,7 @@ class Plan(_Frozen):
     def outside_log_dir(self) -> list[str]:
         """What the plan would write outside its log directory: one line per path (none, or a bug)."""
         logs = [(f"unit {u.name!r}: log", posixpath.join(self.log_dir, u.log)) for u in self.units]
+        logs += [(f"publisher {p.name!r}: log", posixpath.join(self.log_dir, p.log)) for p in self.publishers]
         files = [("generated file", name) for name in self.files]
         return [
             f"{what} {path!r} is outside the log directory"

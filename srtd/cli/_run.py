@@ -172,7 +172,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     """
     from srtd.attach import serve
     from srtd.launch import LocalLauncher
-    from srtd.reporting import status_service
+    from srtd.reporting import publish_results, status_service
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
@@ -186,12 +186,17 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     console = JsonConsole() if as_json else _live_console() if not plain and sys.stderr.isatty() else None
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
     services = [serve, status_service()]
+    after = [publish_results]  # reporting.publishers, once the results have passed the gate
     if local:
         try:
-            return supervise(plan, LocalLauncher(), log_dir=log_path, console=console, services=services)
+            return supervise(
+                plan, LocalLauncher(), log_dir=log_path, console=console, services=services, after_job=after
+            )
         finally:
             if claim is not None:
                 claim.release()
     assert slurm_job is not None
     launcher = _slurm_launcher(plan, recipe, slurm_job, choice.cluster_config, log_path)
-    return supervise(plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain)
+    return supervise(
+        plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain, after_job=after
+    )

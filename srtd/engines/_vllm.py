@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from srtd.context import PlanContext
-from srtd.engines._base import Engine, WorkerMode, disagg_mode, dynamo_worker_flags, need_port, register_engine
-from srtd.recipe import EngineConfig, Recipe, VLLMEngine
-from srtd.services import LMCACHE_RPC_PORT, LMCACHE_SERVER
-from srtd.topology import HTTP, KV_EVENTS, MORIIO_HANDSHAKE, MORIIO_NOTIFY, NIXL, SYS, VLLM_SCAN, PortPlan, Process
+from srtd.engines._base import (
+    Engine,
+    WorkerMode,
+    disagg_mode,
+    dynamo_worker_flags,
+    need_port,
+    register_engine,
+    restart_of,
+)
+from srtd.recipe import EngineConfig, Recipe, RoleConfig, VLLMEngine, VLLMFailover
+from srtd.services import LMCACHE_RPC_PORT, LMCACHE_SERVER, gms_socket_dir
+from srtd.topology import (
+    HTTP,
+    KV_EVENTS,
+    MORIIO_HANDSHAKE,
+    MORIIO_NOTIFY,
+    NIXL,
+    PORT_KINDS,
+    SYS,
+    VLLM_SCAN,
+    Endpoint,
+    PortPlan,
+    Process,
+)
+from srtd.unit import Restart, RestartMode, Unit
 
 _LMCACHE_MP = {
     "kv_connector": "LMCacheMPConnector",
@@ -52,7 +75,13 @@ class VLLM(Engine):
         cfg = recipe.engine_for(role)
         moriio = cfg is not None and _connector(recipe, cfg, role) == "moriio"
         leader = (HTTP, MORIIO_HANDSHAKE, MORIIO_NOTIFY) if moriio else (HTTP,)
-        return PortPlan(every=(SYS, KV_EVENTS, NIXL, VLLM_SCAN), leader=leader)
+        every = (SYS, KV_EVENTS, NIXL, VLLM_SCAN)
+        failover = _failover(cfg)
+        if failover is None:
+            return PortPlan(every=every, leader=leader)
+        # every engine of a worker binds its own listeners: one block of consecutive allocations
+        engines = 1 + failover.shadow_engines
+        return PortPlan(every=every, leader=leader, sizes={k.name: engines for k in (*every, *leader)})
 
     def connector(self, ctx: PlanContext, cfg: EngineConfig, role: str) -> str | None:
         return _connector(ctx.recipe, cfg, role)
@@ -119,12 +148,16 @@ class VLLM(Engine):
         if not self._visible_devices(cfg):
             argv += ["--device-ids", proc.visible_devices]
         if mode.via_dynamo:
-            argv += dynamo_worker_flags(ctx, proc)
+            if _failover(cfg) is not None:
+                argv += ["--load-format", "gms", "--gms-shadow-mode"]  # weights from the worker's GMS
+            argv += _engine_dump_config(dynamo_worker_flags(ctx, proc), _engine_of(proc))
         flags = self.role_flags(ctx, role, {"node": proc.node})
         return argv + _drop_flag(flags, "--connector")
 
     def _visible_devices(self, cfg: EngineConfig) -> bool:
-        return isinstance(cfg, VLLMEngine) and cfg.set_visible_devices
+        # Failover engines number their GPUs as the worker's GMS servers do (from 0 under
+        # the visible-devices variable), so they must see the same renumbered devices.
+        return isinstance(cfg, VLLMEngine) and (cfg.set_visible_devices or cfg.failover is not None)
 
     def visible_devices_env(self, ctx: PlanContext, cfg: EngineConfig) -> bool:
         # vLLM picks its GPUs with --device-ids unless the recipe asks for the variable.
@@ -143,7 +176,30 @@ class VLLM(Engine):
             if "nixl" in proc.ports:
                 env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(proc.ports["nixl"])
                 env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = ctx.address(proc.node)
+        if _failover(cfg) is not None:
+            env.update(_failover_env(ctx, role, proc))
         return env
+
+    # ------------------------------------------------------------------ shadow engine recovery
+
+    def units(self, ctx: PlanContext, cfg: EngineConfig, role: str, endpoint: Endpoint, mode: WorkerMode) -> list[Unit]:
+        failover = _failover(cfg)
+        if failover is None:
+            return super().units(ctx, cfg, role, endpoint, mode)
+        procs = ctx.processes_of(endpoint)
+        group = endpoint.label if len(procs) > 1 else None
+        out = []
+        for engine in range(1 + failover.shadow_engines):
+            for proc in procs:
+                unit = self._unit(ctx, cfg, role, _EngineProcess.of(proc, engine), mode, group)
+                out.append(_as_engine(unit, engine, failover, ctx.recipe.roles[role]))
+        return out
+
+    def role_preamble(self, ctx: PlanContext, cfg: EngineConfig, role: str, proc: Process) -> str | None:
+        if _failover(cfg) is None:
+            return None
+        # the engines' lock lives next to the GMS sockets; an engine may start before the sidecar made it
+        return f"mkdir -p {shlex.quote(gms_socket_dir(ctx, role, proc.endpoint.index))}"
 
     def implied_services(self, recipe: Recipe) -> list[tuple[dict[str, Any], str]]:
         out: list[tuple[dict[str, Any], str]] = []
@@ -171,6 +227,84 @@ class VLLM(Engine):
                 )
             )
         return out
+
+
+def _failover(cfg: EngineConfig | None) -> VLLMFailover | None:
+    return cfg.failover if isinstance(cfg, VLLMEngine) else None
+
+
+@dataclass(frozen=True)
+class _EngineProcess(Process):
+    """One engine of a failover worker: engine 0 serves first, 1.. are its standbys."""
+
+    engine: int = 0
+
+    @classmethod
+    def of(cls, proc: Process, engine: int) -> _EngineProcess:
+        # the worker's block holds one allocation per engine, `stride` apart
+        ports = {k: p + engine * PORT_KINDS[k].stride for k, p in proc.ports.items()}
+        return cls(proc.endpoint, proc.node, proc.node_rank, ports, engine)
+
+
+def _engine_of(proc: Process) -> int:
+    return proc.engine if isinstance(proc, _EngineProcess) else 0
+
+
+def _suffix(engine: int) -> str:
+    return f"_e{engine}" if engine else ""
+
+
+def _engine_dump_config(flags: list[str], engine: int) -> list[str]:
+    """A standby writes its resolved config beside engine 0's (`<node>_config_e1.json`)."""
+    if not engine:
+        return flags
+    return [f.removesuffix(".json") + f"{_suffix(engine)}.json" if f.endswith("_config.json") else f for f in flags]
+
+
+def _failover_env(ctx: PlanContext, role: str, proc: Process) -> dict[str, str]:
+    directory = gms_socket_dir(ctx, role, proc.endpoint.index)
+    return {
+        "ENGINE_ID": str(_engine_of(proc)),  # 0 loads the weights into the GMS, the others map them
+        "GMS_SOCKET_DIR": directory,
+        "FAILOVER_LOCK_PATH": f"{directory}/failover.lock",  # the engine holding it serves
+        "DYN_VLLM_GMS_SHADOW_MODE": "true",
+        "DYN_SYSTEM_STARTING_HEALTH_STATUS": "notready",
+    }
+
+
+def _as_engine(unit: Unit, engine: int, failover: VLLMFailover, role: RoleConfig) -> Unit:
+    """One engine unit of a failover worker: its own name and log, restarted in place by policy.
+
+    No readiness or liveness probe: a standby's /health says `notready` by design, and
+    after a takeover any engine may be the standby.  The frontend's worker count gates
+    the benchmark instead (only the serving engine registers).
+    """
+    suffix = _suffix(engine)
+    log = unit.log.removesuffix(".out") + f"{suffix}.out" if unit.log.endswith(".out") else unit.log + suffix
+    return unit.model_copy(
+        update={
+            "name": unit.name + suffix,
+            "log": log,
+            "group": unit.group + suffix if unit.group else None,
+            "readiness": None,
+            "liveness": None,
+            "restart": failover_restart(failover, role),
+        }
+    )
+
+
+def failover_restart(failover: VLLMFailover, role: RoleConfig) -> Restart:
+    """`restart: always` is srtd's `always` policy with a fixed delay; `never` keeps the role's policy."""
+    if failover.restart == "never":
+        return restart_of(role)
+    delay = failover.restart_backoff_seconds
+    return Restart(
+        policy=RestartMode.ALWAYS,
+        max_restarts=role.restart.max_restarts,
+        backoff_seconds=delay,
+        max_backoff_seconds=delay,  # the delay stays fixed: a cap equal to the base stops the doubling
+        stable_seconds=max(60.0, 2 * delay),
+    )
 
 
 def _lmcache_mp_endpoint(ctx: PlanContext) -> dict[str, Any]:

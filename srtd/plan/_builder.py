@@ -13,10 +13,11 @@ from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, observed_frontends, observed_workers
 from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
+from srtd.layout import Place
 from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
-from srtd.plan._reporting import JobShape, status_reporting, without_token
+from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
     EffectiveService,
@@ -235,6 +236,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         warnings=tuple(ctx.warnings),
         reporting=reporting,
         port_offset=ctx.port_offset,
+        publishers=publishers(recipe, lambda stem: ctx.log(stem, Place.JOB)),
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)
@@ -308,7 +310,12 @@ def _units(
     if bench is not None:
         # The benchmark needs the gate itself, not only what came after it.
         gate = (Edge(unit=fplan.gate, condition=Condition.READY),) if fplan.gate else ()
-        bench = bench.model_copy(update={"after": gate})
+        # what running services tell the client (a GPU exporter: the measurement window dir)
+        told = {
+            k: v for eff in services if eff.external is None for k, v in eff.kind.client_env(ctx, eff.config).items()
+        }
+        env = {**bench.env, **{k: v for k, v in told.items() if k not in bench.env}}  # the recipe's own wins
+        bench = bench.model_copy(update={"after": gate, "env": env})
         units.append(bench)
     return units, _Ends(fplan.gate, bench)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from srtd.context import PlanContext
+from srtd.layout import Place
 from srtd.unit import Condition, Edge, Unit, UnitKind
 
 SETUP_PHASE = "host_setup"
@@ -64,7 +65,7 @@ def _step(ctx: PlanContext, phase: str, node: str, commands: Sequence[str]) -> U
         nodes=(node,),
         argv=("bash", "-c", " && ".join(commands)),
         env=env,
-        log=ctx.log(name),
+        log=ctx.log(name, Place.JOB),  # srtctl keeps the hooks' output at the top of logs/
         critical=phase == SETUP_PHASE and not cfg.ignore_failure,
         run_timeout=float(cfg.timeout_seconds),
         terminate_timeout=KILL_GRACE,

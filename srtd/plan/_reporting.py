@@ -15,7 +15,7 @@ from typing import Any
 from srtd.cluster import Cluster
 from srtd.recipe import Recipe, ReportingStatusConfig
 from srtd.topology import ROLE_ORDER
-from srtd.unit import StatusReporting, Unit
+from srtd.unit import Publisher, StatusReporting, Unit
 
 DEFAULT_TOKEN_ENV = "SRTCTL_STATUS_TOKEN"
 
@@ -113,3 +113,13 @@ def without_token(units: list[Unit], reporting: StatusReporting | None) -> list[
         return units
     name = reporting.token_env
     return [u if name in u.unset_env else u.model_copy(update={"unset_env": (*u.unset_env, name)}) for u in units]
+
+
+def publishers(recipe: Recipe, log: Callable[[str], str]) -> tuple[Publisher, ...]:
+    """`reporting.publishers` as plan data; `log` names a log file the way every unit's is named."""
+    if recipe.reporting is None:
+        return ()
+    return tuple(
+        Publisher(name=p.name, argv=tuple(p.command), timeout_seconds=p.timeout_seconds, log=log(f"publish_{p.name}"))
+        for p in recipe.reporting.publishers
+    )

@@ -26,6 +26,7 @@ from srtd.recipe._engines import (
     ToyEngine,
     TRTLLMEngine,
     VLLMEngine,
+    VLLMFailover,
 )
 from srtd.recipe._loader import LoadedRecipe, load_recipe, load_recipes, load_text
 from srtd.recipe._migrate import Migration, migrate_text
@@ -111,6 +112,7 @@ __all__ = [
     "TokenSpeedEngine",
     "ToyEngine",
     "VLLMEngine",
+    "VLLMFailover",
     "WorkerHealth",
     "load_recipe",
     "load_recipes",

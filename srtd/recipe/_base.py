@@ -102,6 +102,14 @@ class Rules:
     def add(self, path: str, message: str) -> None:
         self.problems.append((path, message))
 
+    def argv(self, path: str, argv: tuple[str, ...]) -> None:
+        """An argv the recipe writes: not empty, no blank word."""
+        if not argv:
+            self.add(path, "must not be empty")
+        for i, arg in enumerate(argv):
+            if not arg.strip():
+                self.add(f"{path}.{i}", "must not be blank")
+
     def check(self) -> None:
         if self.problems:
             summary = "; ".join(f"{p}: {m}" if p else m for p, m in self.problems)

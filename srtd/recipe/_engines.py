@@ -25,12 +25,34 @@ class SGLangEngine(Section):
 
 
 class VLLMFailover(Section):
-    """Shadow engine recovery: standby engines per worker next to a GPU memory service."""
+    """Shadow engine recovery: standby engines per worker next to a GPU memory service.
+
+    Each worker becomes a `gms` service plus `1 + shadow_engines` engine units on its
+    node.  `restart` maps onto srtd's own restart policy of those units
+    (docs/engines.md, "Shadow engine recovery").
+    """
 
     shadow_engines: int = 1
     """Standby engines per worker."""
+    restart: Literal["always", "never"] = "always"
+    """`always`: relaunch an exited engine in place (it becomes the new standby);
+    `never`: leave the exit to `roles.<role>.restart` and `critical`."""
+    restart_backoff_seconds: float = 5.0
+    """Delay before each relaunch (fixed, not doubled)."""
     shared_dir: str = "/dev/shm"
     """Node-local directory every container of a node sees; holds the service sockets."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VLLMFailover:
+        rules = Rules()
+        if self.shadow_engines < 1:
+            rules.add("shadow_engines", f"must be 1 or more, got {self.shadow_engines}")
+        if self.restart_backoff_seconds < 0:
+            rules.add("restart_backoff_seconds", f"must be 0 or more, got {self.restart_backoff_seconds:g}")
+        if not self.shared_dir.startswith("/") or any(c in self.shared_dir for c in "\n\0"):
+            rules.add("shared_dir", f"must be an absolute path, got {self.shared_dir!r}")
+        rules.check()
+        return self
 
 
 class VLLMEngine(Section):
@@ -154,11 +176,7 @@ class CustomEngine(Section):
     @model_validator(mode="after")
     def _command_not_blank(self) -> CustomEngine:
         rules = Rules()
-        if not self.command:
-            rules.add("command", "must not be empty")
-        for i, arg in enumerate(self.command):
-            if not arg.strip():
-                rules.add(f"command.{i}", "must not be blank")
+        rules.argv("command", self.command)
         rules.check()
         return self
 

@@ -53,8 +53,26 @@ class ProfilingConfig(Section):
     """Traffic duration; covers delay + duration."""
 
 
+class GpuLabels(Section):
+    """Which labels of the exporter's samples name a GPU."""
+
+    index: str
+    """Label holding the GPU's index on its node."""
+    identity: str | None = None
+    """Label holding a stable identity of the GPU (serial number, UUID)."""
+
+
+class GpuMetric(Section):
+    """One GPU signal in the exporter's output."""
+
+    metric: str
+    """Metric name as the exporter writes it."""
+    scope: str | None = None
+    """Fully qualified name when the exporter prefixes its metrics."""
+
+
 class TelemetryExporterConfig(Section):
-    """An exporter: image or host binary, and its port."""
+    """An exporter: image or host binary, its port, and how to read GPUs from it."""
 
     container_image: str
     """Exporter image; ignored when `binary` is set."""
@@ -64,6 +82,12 @@ class TelemetryExporterConfig(Section):
     """Command line replacing the image's default arguments."""
     binary: str | None = None
     """Host executable run without a container."""
+    kind: str = "dcgm"
+    """Exporter kind: `dcgm` (NVIDIA DCGM's names) or `custom` (name the labels and metrics)."""
+    gpu_labels: GpuLabels | None = None
+    """Labels naming a GPU; unset keeps the kind's."""
+    gpu_metrics: dict[str, GpuMetric] | None = None
+    """Signal name (power, gpu_util, temperature, ...) -> its metric; merged over the kind's."""
 
 
 class TachometerConfig(Section):

@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from srtd.recipe._base import Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import Name, Rules, Section, StrMap, StrSeq
 
 
 class IdentityModelConfig(Section):
@@ -133,8 +133,28 @@ class S3Config(Section):
         return self
 
 
+class PublisherConfig(Section):
+    """A command that publishes the job's checked results (docs/results.md, "Publishing results")."""
+
+    name: Name
+    """Unique label; names its log (`publish_<name>.out`) and its journal event."""
+    command: StrSeq
+    """Argv run on srtd's host after the job, never shell-interpreted; the results arrive as JSON on stdin."""
+    timeout_seconds: float = 60.0
+    """Killed (and counted as failed) after this long."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> PublisherConfig:
+        rules = Rules()
+        rules.argv("command", self.command)
+        if self.timeout_seconds <= 0:
+            rules.add("timeout_seconds", f"must be more than 0, got {self.timeout_seconds:g}")
+        rules.check()
+        return self
+
+
 class ReportingConfig(Section):
-    """Status reporting, failure analysis, log upload."""
+    """Status reporting, failure analysis, log upload, result publishers."""
 
     status: ReportingStatusConfig | None = None
     """Status collectors."""
@@ -142,3 +162,16 @@ class ReportingConfig(Section):
     """Failure analysis."""
     s3: S3Config | None = None
     """Log upload."""
+    publishers: tuple[PublisherConfig, ...] = ()
+    """Commands run after a job whose results passed the results gate, one after another."""
+
+    @model_validator(mode="after")
+    def _unique_publishers(self) -> ReportingConfig:
+        rules = Rules()
+        seen: set[str] = set()
+        for i, publisher in enumerate(self.publishers):
+            if publisher.name in seen:
+                rules.add(f"publishers.{i}.name", f"{publisher.name!r} is used by an earlier publisher")
+            seen.add(publisher.name)
+        rules.check()
+        return self

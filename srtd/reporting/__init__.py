@@ -9,6 +9,9 @@ Public surface:
   last word (`await reporter.finish()`).
 - `report_submitted(settings, job_id, job_name=..., recipe=..., metadata=...)`: the
   POST of a submitted job (for `srtd submit`); `post_submitted` is its async form.
+- `publish_results`: the after-job hook that runs the plan's result publishers
+  (`srtd.supervisor.run(..., after_job=[publish_results])`); `publication` is the
+  document they read.
 - `StageFold`, `Status`, `Stage`, `Request`: the pure event -> request logic and the
   contract's values.
 
@@ -23,6 +26,7 @@ from srtd.reporting._service import status_service
 if TYPE_CHECKING:
     from srtd.reporting._contract import Request, Stage, Status
     from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
+    from srtd.reporting._publishers import PUBLISH_FORMAT, publication, publish_results
     from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted
 
 # public name -> its module: imported on first use, so a job that reports nothing
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(("Request", "Stage", "Status"), "_contract"),
     **dict.fromkeys(("PHASE_STAGE", "StageFold", "collector_job_id"), "_fold"),
+    **dict.fromkeys(("PUBLISH_FORMAT", "publication", "publish_results"), "_publishers"),
     **dict.fromkeys(("FINAL_WAIT", "StatusReporter", "post_submitted", "report_submitted"), "_reporter"),
 }
 
@@ -40,6 +45,7 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 __all__ = [
     "FINAL_WAIT",
     "PHASE_STAGE",
+    "PUBLISH_FORMAT",
     "Request",
     "Stage",
     "StageFold",
@@ -47,6 +53,8 @@ __all__ = [
     "StatusReporter",
     "collector_job_id",
     "post_submitted",
+    "publication",
+    "publish_results",
     "report_submitted",
     "status_service",
 ]

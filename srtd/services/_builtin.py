@@ -9,6 +9,7 @@ from srtd.context import PlanContext
 from srtd.layout import Place
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
+from srtd.services._telemetry import EXPORTERS_FILE, WINDOW_ENV, exporters_document, gpu_exporter_port, window_dir
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import HttpProbe, LogProbe, Readiness
 
@@ -137,6 +138,11 @@ class LMCacheServer(ServiceKind):
         )
 
 
+def placed_nodes_of(ctx: PlanContext, svc: ServiceConfig) -> tuple[str, ...]:
+    """The nodes an every-node exporter runs on."""
+    return ctx.nodes.per_node_services
+
+
 class _Exporter(ServiceKind):
     default_placement = "all"  # every node of the job, like srt-slurm
     option_keys = frozenset({"port"})
@@ -150,7 +156,16 @@ class DcgmExporter(_Exporter):
     option_keys = frozenset({"port", "collect_interval_ms"})
     fixed_ports = {"metrics": 9401}
 
+    def client_env(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
+        # a job with a GPU exporter measures power per window: the client marks its windows there
+        return {WINDOW_ENV: window_dir(ctx)}
+
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
+        if ctx.recipe.telemetry.enabled and inst.index == 0:
+            # power telemetry reads this exporter: say where it listens and how it names GPUs
+            port = self.ports(svc, ctx.port_offset)["metrics"]
+            doc = exporters_document(ctx, placed_nodes_of(ctx, svc), port)
+            ctx.files[posixpath.join(ctx.log_dir, ctx.recipe.telemetry.storage_subdir, EXPORTERS_FILE)] = doc
         if svc.command:
             return list(svc.command)
         interval = svc.options.get("collect_interval_ms", ctx.recipe.observability.tachometer.collect_interval_ms)
@@ -228,7 +243,8 @@ def _scrape_config(ctx: PlanContext) -> str:
     lines = [f"interval_ms = {int(cfg.collect_interval_ms)}", ""]
     targets: list[tuple[str, str, str]] = []
     for node in ctx.nodes.per_node_services:  # where the exporters run (placement `all`)
-        for name, port in (("dcgm", ctx.port(9401)), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
+        gpu = gpu_exporter_port(ctx) or ctx.port(9401)
+        for name, port in (("dcgm", gpu), ("node", ctx.port(9101)), ("process", ctx.port(9256))):
             targets.append((f"{name}-{node}", node, f"http://{ctx.address(node)}:{port}/metrics"))
     for proc in ctx.all_processes:
         metrics = proc.ports.get("sys", proc.ports.get("http"))
@@ -341,28 +357,6 @@ class Ray(ServiceKind):
                 probe=HttpProbe(node=inst.node, port=self.ports(svc, ctx.port_offset)["dashboard"], path="/api/version")
             )
         return Readiness(probe=LogProbe(pattern="Ray runtime started"))
-
-
-@register_service("gms")
-class GpuMemoryService(ServiceKind):
-    description = "the GPU memory service of shadow engine recovery, one per vLLM worker"
-    default_start = "before_workers"
-    default_critical = True
-    default_placement = "workers"
-    default_per = "worker"
-
-    def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
-        if svc.command:
-            return list(svc.command)
-        gpus = inst.worker.gpus if inst.worker else ()
-        # One server per GPU of the worker, supervised by bash: the unit lives and
-        # dies with all of them.  Every value is an integer we generated.
-        starts = " ".join(f"python3 -m gpu_memory_service --device {int(g)} & " for g in range(len(gpus)))
-        script = f'{starts}echo "GMS ready: {len(gpus)} device(s)"; wait -n; exit $?'
-        return ["bash", "-c", script]
-
-    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
-        return Readiness(probe=LogProbe(pattern="GMS ready:"), timeout_seconds=120)
 
 
 def placeholder_values(ctx: PlanContext, inst: Instance, pool: tuple[str, ...], placement: str) -> dict[str, object]:

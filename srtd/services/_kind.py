@@ -113,6 +113,10 @@ class ServiceKind(Row):
         port = next(iter(ports.values()), 0)
         return self.discovery_format.format(address=address, port=port)
 
+    def client_env(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
+        """Variables the benchmark client gets because this service runs."""
+        return {}
+
     def srun_options(self, ctx: PlanContext, svc: ServiceConfig) -> dict[str, str]:
         """srun options the kind needs (under the recipe's own)."""
         return {}

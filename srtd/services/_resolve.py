@@ -6,9 +6,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from srtd.context import PlanContext
 from srtd.recipe import Recipe, ServiceConfig
 from srtd.services._kind import PHASE_TIER, ServiceKind, get_kind, kind_names
 from srtd.services._mooncake import TRTLLM_POOL_OPTIONS, trtllm_pool
+from srtd.services._telemetry import telemetry_exporter_service, telemetry_problems
 
 
 class ImpliesServices(Protocol):
@@ -78,6 +80,9 @@ def _implied(recipe: Recipe, rows: Iterable[ImpliesServices], local: bool) -> li
     for row in rows:
         for data, reason in row.implied_services(recipe):
             out.append((ServiceConfig.model_validate(data), reason))
+    power = telemetry_exporter_service(recipe)
+    if power is not None and not local:
+        out.append((ServiceConfig.model_validate(power[0]), power[1]))
     tachometer = recipe.observability.tachometer
     if tachometer.on and tachometer.default_exporters and not local:
         exporters = [("node-exporter", "node-exporter"), ("process-exporter", "process-exporter")]
@@ -129,6 +134,15 @@ def effective_services(
     return out
 
 
+def services_client_env(ctx: PlanContext, services: Iterable[EffectiveService]) -> dict[str, str]:
+    """What the running services tell the benchmark client (the recipe's own env wins over it)."""
+    out: dict[str, str] = {}
+    for eff in services:
+        if eff.external is None:
+            out.update(eff.kind.client_env(ctx, eff.config))
+    return out
+
+
 def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
     """The rules of the services doc that need to know the kinds: (path, message)."""
     problems: list[tuple[str, str]] = []
@@ -158,6 +172,7 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
     if stores and not masters:
         problems.append((f"services.{stores[0]}.type", "mooncake-store needs a mooncake-master entry"))
     problems.extend(_donor_problems(recipe, masters))
+    problems.extend(telemetry_problems(recipe))
     if len(set(dedicated.values())) > 1:
         names = ", ".join(f"{n}={'dedicated' if d else 'not dedicated'}" for n, d in dedicated.items())
         problems.append(("services", f"etcd and nats share the infra node: both dedicated or neither ({names})"))

@@ -4,6 +4,7 @@ Public surface:
 
 - `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console, services) -> JobResult`
 - `run(plan, launcher, *, log_dir, clock, http_transport, console, services) -> int` (sync, signals)
+- `AfterJob`, `AfterJobFailure`, `AfterJobHook`: what runs after a job that succeeded (the result publishers)
 - `Service`: something that runs beside a job (the attach server), given its `ServicePort`
 - `Stop`: a stop request (what signal handlers set)
 - `JobResult`: how the job ended
@@ -14,6 +15,7 @@ Public surface:
 See docs/supervisor.md and docs/events.md.
 """
 
+from srtd.supervisor._after import AfterJob, AfterJobFailure, AfterJobHook
 from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
 from srtd.supervisor._console import (
     Console,
@@ -38,6 +40,9 @@ __all__ = [
     "JOURNAL_NAME",
     "POSTMORTEM_NAME",
     "STOP_SIGNALS",
+    "AfterJob",
+    "AfterJobFailure",
+    "AfterJobHook",
     "Clock",
     "Console",
     "Job",

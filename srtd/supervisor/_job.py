@@ -30,6 +30,7 @@ import anyio.abc
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
+from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
 from srtd.supervisor._control import JobControl
@@ -118,8 +119,10 @@ class Job:
         stop: Stop | None = None,
         console: Console | None = None,
         log_watch: WatchMode | None = None,
+        after_job: Sequence[AfterJobHook] = (),
     ) -> None:
         check_plan(plan)
+        self.after_job = tuple(after_job)  # the result publishers (srtd.reporting), see _after.py
         self.plan = plan
         self.launcher = launcher
         self.log_dir = Path(log_dir if log_dir is not None else plan.log_dir)
@@ -246,6 +249,7 @@ class Job:
                     if self._http is not None:
                         with anyio.CancelScope(shield=True):
                             await self._http.aclose()
+                end = await run_after_job(self.after_job, self.plan, self.log_dir, self.journal, end)
         except BaseException as e:
             _abandoned(self.journal, e)
             self._close()
@@ -390,6 +394,7 @@ async def supervise(
     console: Console | None = None,
     services: Sequence[Service] = (),
     log_watch: WatchMode | None = None,
+    after_job: Sequence[AfterJobHook] = (),
 ) -> JobResult:
     """Run `plan` to its end with `launcher` (entered here) and return how it ended.
 
@@ -397,7 +402,8 @@ async def supervise(
     `stop` lets the caller end the job (`Stop.request`, `Stop.kill`); `run()` feeds
     signals into it.  `console=None` prints to stderr; pass `NullConsole()` for silence.
     Each of `services` is entered (with the job's `ServicePort`) before the job starts and
-    left after its final event.  `log_watch` (`auto`, `inotify`, `poll`) overrides $SRTD_LOG_WATCH
+    left after its final event.  `after_job` hooks run after the teardown of a job that
+    succeeded (`_after.py`: the result publishers).  `log_watch` (`auto`, `inotify`, `poll`) overrides $SRTD_LOG_WATCH
     and the launcher's `log_watch` (see `_watch.py`).
     Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
     if the launcher or the log directory cannot be set up.
@@ -411,6 +417,7 @@ async def supervise(
         stop=stop,
         console=console,
         log_watch=log_watch,
+        after_job=after_job,
     )
     async with contextlib.AsyncExitStack() as stack:
         for service in services:

@@ -20,6 +20,7 @@ import anyio.abc
 
 from srtd.errors import SrtdError
 from srtd.launch import Launcher, StopCause
+from srtd.supervisor._after import AfterJobHook
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._job import JobResult, Service, supervise
@@ -76,6 +77,7 @@ def run(
     console: Console | None = None,
     services: Sequence[Service] = (),
     explain: StopReason | None = None,
+    after_job: Sequence[AfterJobHook] = (),
 ) -> int:
     """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
 
@@ -104,6 +106,7 @@ def run(
                     stop=stop,
                     console=console,
                     services=services,
+                    after_job=after_job,
                 )
             except SrtdError as e:
                 outcome = e

@@ -213,14 +213,17 @@ def test_a_process_exporter_left_out_is_not_in_the_benchmark_env() -> None:
     assert "SRT_SERVICE_NODE_EXPORTER_NODES" in p.unit("benchmark").env
 
 
-def test_power_telemetry_drops_the_implied_dcgm_exporter() -> None:
+def test_power_telemetry_runs_its_own_gpu_exporter_in_place_of_the_scrapers() -> None:
     p = plan(DYNAMO_2 + "telemetry: {enabled: true}\n", head=HEAD_TACH)
     assert services(p) == [
         "service_etcd",
+        "service_dcgm-exporter_node1",
+        "service_dcgm-exporter_node2",
         "service_node-exporter_node1",
         "service_node-exporter_node2",
         "service_tachometer",
     ]
+    assert p.unit("service_dcgm-exporter_node1").implied_by == "telemetry (GPU power over the benchmark windows)"
 
 
 def test_tachometer_off_drops_every_exporter() -> None:

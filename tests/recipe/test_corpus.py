@@ -35,6 +35,9 @@ NEWER_THAN_REFERENCE = (
     # start: with_workers, readiness.file and TRT-LLM's Mooncake pool (pool master, mooncake-donor)
     "srt-slurm/examples/trtllm/dynamo-mooncake.yaml",
     "srt-slurm/examples/trtllm/trtllm-serve-mooncake.yaml",
+    "srt-slurm/examples/features/vllm-failover.yaml",  # engine.failover.restart*
+    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml",  # exporter kind, gpu_*
+    "srt-slurm/examples/features/result-publishers.yaml",  # reporting.publishers
 )
 INFERENCEX = "forks/SemiAnalysisAI__InferenceX/benchmarks/multi_node/srt-slurm-recipes/"
 
@@ -44,7 +47,7 @@ VERDICT: dict[str, str] = {
     "forks/SemiAnalysisAI__srt-slurm/examples/atom/atomesh-disagg.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/atom/direct.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/docker/vllm-agg-1gpu.yaml": "valid",
-    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": "invalid",
+    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/lmcache-server-sglang.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/mlperf-client.yaml": "valid",
     "forks/SemiAnalysisAI__srt-slurm/examples/features/override.yaml": "valid",
@@ -70,7 +73,7 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/features/power-noprof.yaml": "invalid",
     "srt-slurm/examples/features/profiling-vllm.yaml": "invalid",
     "srt-slurm/examples/features/profiling.yaml": "valid",
-    "srt-slurm/examples/features/result-publishers.yaml": "invalid",
+    "srt-slurm/examples/features/result-publishers.yaml": "valid",
     "srt-slurm/examples/features/s3-reporting.yaml": "valid",
     "srt-slurm/examples/features/services.yaml": "invalid",
     "srt-slurm/examples/features/sglang-sidecar-multinode-disagg-dp.yaml": "valid",
@@ -79,7 +82,7 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/features/status-reporting.yaml": "valid",
     "srt-slurm/examples/features/sweep.yaml": "valid",
     "srt-slurm/examples/features/torchrun-pool.yaml": "valid",
-    "srt-slurm/examples/features/vllm-failover.yaml": "invalid",
+    "srt-slurm/examples/features/vllm-failover.yaml": "valid",
     "srt-slurm/examples/features/worker-restart.yaml": "valid",
     "srt-slurm/examples/miles/openenv-tbench2-smoke.yaml": "valid",
     "srt-slurm/examples/miles/qwen3-4b-grpo.yaml": "valid",
@@ -110,15 +113,12 @@ VERDICT: dict[str, str] = {
     "srt-slurm/examples/vllm/vllm-router-disagg.yaml": "valid",
 }
 FIRST_PROBLEM: dict[str, tuple[int, str]] = {
-    "forks/SemiAnalysisAI__srt-slurm/examples/features/amd-power-telemetry.yaml": (45, "telemetry.dcgm_exporter.kind"),
     "forks/SemiAnalysisAI__srt-slurm/examples/vllm/llm-d-disagg.yaml": (35, "frontend.epp_config"),
     "forks/SemiAnalysisAI__srt-slurm/examples/vllm/llm-d-dp-ranks.yaml": (30, "frontend.epp_config"),
     "srt-slurm/examples/features/dynamo-source.yaml": (41, "backend"),
     "srt-slurm/examples/features/power-noprof.yaml": (43, "benchmark.client_placement"),
     "srt-slurm/examples/features/profiling-vllm.yaml": (52, "engine.set_cuda_visible_devices"),
-    "srt-slurm/examples/features/result-publishers.yaml": (48, "reporting.publishers"),
     "srt-slurm/examples/features/services.yaml": (34, "backend"),
-    "srt-slurm/examples/features/vllm-failover.yaml": (44, "engine.failover.restart"),
     "srt-slurm/examples/mocker/dynamo-agg.yaml": (24, "resources.agg_nodes"),
     "srt-slurm/examples/sglang/dynamo-agg.yaml": (24, "resources.agg_nodes"),
     "srt-slurm/examples/sglang/sglang-router-agg.yaml": (23, "resources.agg_nodes"),
