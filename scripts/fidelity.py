@@ -6,8 +6,10 @@
 
 Three views of the `--flag value` pairs and environment variables of matched steps:
 `all` counts every flag and variable either side has (srtd's own additions count
-against it); `kept` is the share of srtctl's own that srtd sets identically; `on
-purpose` also counts the allow-listed differences as agreeing.
+against it); `kept` is the share of srtctl's own that srtd sets identically; `real job` is the same
+share without what only the mock launches (its spare nodes and its colocate oddity:
+`_allowed.MOCK`, upstream-launch/README.md), which srtctl on a real allocation does not;
+`on purpose` also counts the allow-listed differences as agreeing.
 """
 
 from __future__ import annotations
@@ -17,8 +19,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fidelity._allowed import ALLOWED
-from tests.fidelity._compare import LAUNCH, Outcome, agreement, compare, pairs, percent, unexplained
+from tests.fidelity._allowed import ALLOWED, MOCK
+from tests.fidelity._compare import (
+    LAUNCH,
+    Outcome,
+    agreement,
+    compare,
+    on_a_real_job,
+    pairs,
+    percent,
+    unexplained,
+)
 
 NOT_YET = "does not support yet"
 FIELDS = (
@@ -33,6 +44,8 @@ def _row(name: str, c: dict[str, float], bad: int | str) -> str:
         f" {percent(int(c['flags_agree']), int(c['flags'])):5.1f} {percent(int(c['env_agree']), int(c['env'])):5.1f}"
         f"  {percent(int(c['upstream_flags_kept']), int(c['upstream_flags'])):5.1f}"
         f" {percent(int(c['upstream_env_kept']), int(c['upstream_env'])):5.1f}"
+        f"  {percent(int(c['real_flags_kept']), int(c['real_flags'])):5.1f}"
+        f" {percent(int(c['real_env_kept']), int(c['real_env'])):5.1f}"
         f"  {percent(round(c['flags_ok']), int(c['flags'])):5.1f} {percent(round(c['env_ok']), int(c['env'])):5.1f}"
         f"  {bad:>5}"
     )
@@ -43,6 +56,7 @@ def _counts(out: Outcome) -> dict[str, float]:
     flags_ok, env_ok = agreement(out, ALLOWED)
     c["flags_ok"] = flags_ok * out.flags / 100
     c["env_ok"] = env_ok * out.env / 100
+    c["real_flags_kept"], c["real_flags"], c["real_env_kept"], c["real_env"] = on_a_real_job(out, MOCK)
     return c
 
 
@@ -55,8 +69,8 @@ def main(argv: list[str]) -> int:
         return 0
     totals: dict[str, float] = {}
     failing = not_yet = 0
-    print(f"{'':44} {'steps':>9}  {'all %':>11}  {'kept %':>11}  {'on purpose %':>11}")
-    views = "  ".join(f"{'flags':>5} {'env':>5}" for _ in range(3))
+    print(f"{'':44} {'steps':>9}  {'all %':>11}  {'kept %':>11}  {'real job %':>11}  {'on purpose %':>11}")
+    views = "  ".join(f"{'flags':>5} {'env':>5}" for _ in range(4))
     print(f"{'example':44} {'matched':>9}  {views}  unexpl")
     for name in pairs():
         if selected and not any(s in name for s in selected):

@@ -77,8 +77,10 @@ _PLACEMENT_KEYS = (
     "|port|dist-init-addr|device-ids|dump-config-to|decode|worker-urls|kv-transfer-config|CUDA_VISIBLE_DEVICES"
 )
 
-ALLOWED: tuple[Allow, ...] = (
-    # --- the mock, not a real job
+# What the mock does that srtctl on a real allocation does not (upstream-launch/README.md):
+# its two spare nodes and its colocate oddity.  `scripts/fidelity.py`'s "real job" view
+# leaves these out of srtctl's own flags and variables, on both sides of the share.
+MOCK: tuple[Allow, ...] = (
     Allow("*", "spare", "", "the mock adds two spare nodes and runs per-node services there; a real job has none"),
     Allow(
         "<unnamed benchmark>",
@@ -114,7 +116,7 @@ ALLOWED: tuple[Allow, ...] = (
         "the mock's run stopped before the benchmark of this pool-only job",
         example="features__torchrun-pool",
     ),
-    # --- the mock's colocate oddity (README: "follow the recipe")
+    # the colocate oddity (README: "follow the recipe")
     Allow(
         "decode_*|*router*|smg_*",
         "nodes|log|flag|env",
@@ -123,6 +125,10 @@ ALLOWED: tuple[Allow, ...] = (
         "and that node decides its GPUs and per-node ports",
         when=_colocated_decode,
     ),
+)
+
+ALLOWED: tuple[Allow, ...] = (
+    *MOCK,
     # --- srtd's own choices
     Allow("*", "env", "SRTD_*", "srtd's job id and log dir, for programs that want them", side="added"),
     Allow(

@@ -436,5 +436,18 @@ def agreement(out: Outcome, allowed: tuple[Allow, ...]) -> tuple[float, float]:
     return percent(flags, out.flags), percent(env, out.env)
 
 
+def on_a_real_job(out: Outcome, mock: tuple[Allow, ...]) -> tuple[int, int, int, int]:
+    """(flags kept, upstream flags, env kept, upstream env), without what only the mock launches.
+
+    A flag or variable upstream sets differently only because of the mock's allocation
+    (its spare nodes, its colocate oddity) is not srtctl's behaviour on a real job: it
+    leaves the count altogether instead of counting as a difference.
+    """
+    mocked = [d for d in out.diffs if d.upstream is not None and any(a.covers(out.example, d, out) for a in mock)]
+    flags = sum(d.aspect == "flag" for d in mocked)
+    env = sum(d.aspect == "env" for d in mocked)
+    return out.upstream_flags_kept, out.upstream_flags - flags, out.upstream_env_kept, out.upstream_env - env
+
+
 def percent(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole else 100.0
