@@ -2,8 +2,10 @@
 
 Public surface:
 
-- `supervise(plan, launcher, *, log_dir, clock, http_transport, stop, console, services) -> JobResult`
-- `run(plan, launcher, *, log_dir, clock, http_transport, console, services) -> int` (sync, signals)
+- `supervise(plan, launcher, *, stop, services, **JobOptions) -> JobResult`
+- `run(plan, launcher, *, explain, services, **JobOptions) -> int` (sync, signals)
+- `JobOptions`: the keyword arguments both take (`log_dir`, `clock`, `http_transport`,
+  `console`, `log_watch`, `after_job`)
 - `AfterJob`, `AfterJobFailure`, `AfterJobHook`: what runs after a job that succeeded (the result publishers)
 - `Service`: something that runs beside a job (the attach server), given its `ServicePort`
 - `Stop`: a stop request (what signal handlers set)
@@ -27,7 +29,7 @@ from srtd.supervisor._console import (
     TerminalConsole,
     event_message,
 )
-from srtd.supervisor._job import Job, Service, check_plan, supervise
+from srtd.supervisor._job import Job, JobOptions, Service, check_plan, supervise
 from srtd.supervisor._journal import Journal, read_journal
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, JobResult
 from srtd.supervisor._port import ServicePort
@@ -46,6 +48,7 @@ __all__ = [
     "Clock",
     "Console",
     "Job",
+    "JobOptions",
     "JobResult",
     "Journal",
     "JsonConsole",

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
 import anyio.abc
@@ -113,7 +113,7 @@ class Job:
         plan: Plan,
         launcher: Launcher,
         *,
-        log_dir: Path | None = None,
+        log_dir: Path | str | None = None,
         clock: Clock | None = None,
         http_transport: httpx.AsyncBaseTransport | None = None,
         stop: Stop | None = None,
@@ -383,18 +383,24 @@ def _settled(runners: Sequence[UnitRunner]) -> bool:
     return True
 
 
+class JobOptions(TypedDict, total=False):
+    """What `supervise()` and `run()` take beyond the plan and the launcher."""
+
+    log_dir: Path | str | None
+    clock: Clock | None
+    http_transport: httpx.AsyncBaseTransport | None
+    console: Console | None
+    log_watch: WatchMode | None
+    after_job: Sequence[AfterJobHook]
+
+
 async def supervise(
     plan: Plan,
     launcher: Launcher,
     *,
-    log_dir: Path | str | None = None,
-    clock: Clock | None = None,
-    http_transport: httpx.AsyncBaseTransport | None = None,
     stop: Stop | None = None,
-    console: Console | None = None,
     services: Sequence[Service] = (),
-    log_watch: WatchMode | None = None,
-    after_job: Sequence[AfterJobHook] = (),
+    **options: Unpack[JobOptions],
 ) -> JobResult:
     """Run `plan` to its end with `launcher` (entered here) and return how it ended.
 
@@ -408,21 +414,21 @@ async def supervise(
     Raises `PlanError` if the plan is inconsistent (nothing started) and `LaunchError`
     if the launcher or the log directory cannot be set up.
     """
-    job = Job(
-        plan,
-        launcher,
-        log_dir=Path(log_dir) if log_dir is not None else None,
-        clock=clock,
-        http_transport=http_transport,
-        stop=stop,
-        console=console,
-        log_watch=log_watch,
-        after_job=after_job,
-    )
+    job = Job(plan, launcher, stop=stop, **options)
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
             await stack.enter_async_context(service(job.control))
         return await job.run()
 
 
-__all__ = ["JOURNAL_NAME", "POSTMORTEM_NAME", "Job", "JobResult", "NullConsole", "Service", "Stop", "supervise"]
+__all__ = [
+    "JOURNAL_NAME",
+    "POSTMORTEM_NAME",
+    "Job",
+    "JobOptions",
+    "JobResult",
+    "NullConsole",
+    "Service",
+    "Stop",
+    "supervise",
+]

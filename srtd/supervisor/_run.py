@@ -12,22 +12,15 @@ from __future__ import annotations
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Unpack
 
 import anyio
 import anyio.abc
 
 from srtd.errors import SrtdError
 from srtd.launch import Launcher, StopCause
-from srtd.supervisor._after import AfterJobHook
-from srtd.supervisor._clock import Clock
-from srtd.supervisor._console import Console
-from srtd.supervisor._job import JobResult, Service, supervise
+from srtd.supervisor._job import JobOptions, JobResult, Service, supervise
 from srtd.supervisor._teardown import EXPLAIN_WAIT, Stop
-
-if TYPE_CHECKING:
-    import httpx
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
@@ -71,13 +64,9 @@ def run(
     plan: object,
     launcher: Launcher,
     *,
-    log_dir: Path | str | None = None,
-    clock: Clock | None = None,
-    http_transport: httpx.AsyncBaseTransport | None = None,
-    console: Console | None = None,
-    services: Sequence[Service] = (),
     explain: StopReason | None = None,
-    after_job: Sequence[AfterJobHook] = (),
+    services: Sequence[Service] = (),
+    **options: Unpack[JobOptions],
 ) -> int:
     """Supervise `plan` in a fresh event loop with signal handling; return the exit code.
 
@@ -97,17 +86,7 @@ def run(
         async with anyio.create_task_group() as tg:
             await tg.start(partial(relay_signals, stop, explain=explain))
             try:
-                outcome = await supervise(
-                    plan,
-                    launcher,
-                    log_dir=log_dir,
-                    clock=clock,
-                    http_transport=http_transport,
-                    stop=stop,
-                    console=console,
-                    services=services,
-                    after_job=after_job,
-                )
+                outcome = await supervise(plan, launcher, stop=stop, services=services, **options)
             except SrtdError as e:
                 outcome = e
             finally:
