@@ -209,5 +209,6 @@ def bench(session: nox.Session) -> None:
     `nox -s bench` runs every scenario; `nox -s bench -- readiness peers` a few; `-- --quick`
     a smoke run.  supervisord, circus and matplotlib are installed here only.
     """
-    session.install("-e", ".[collector]", "supervisor", "circus", "matplotlib")
+    # node_loss reuses the Slurm tests' helpers (tests/slurm/conftest.py), which import pytest
+    session.install("-e", ".[collector]", "supervisor", "circus", "matplotlib", "pytest")
     session.run("python", "-m", "perf", *session.posargs)

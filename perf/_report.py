@@ -382,10 +382,13 @@ WHY = {
     " sh, sleep) before its delay starts; about 20-30 ms per level of the DAG",
     "plan": "interpreter start and imports (pydantic, pydantic-settings, click) are about 0.4 s of"
     " CPU by themselves (the CPU column); the rest of the wall time is waiting for a core",
-    "rss": "srtd's process holds pydantic, anyio, structlog, httpx and rich (about 50 MiB before the"
-    " first unit; without rich, httpx and ssl it would still be 42 MiB) and about 29 KiB per unit"
-    " (the plan's pydantic models, the journal's events kept for the job's result, anyio events and"
-    " task groups of each unit's attempt); its guardian is a bash script of about 3 MiB",
+    "rss": "srtd's process is about 44 MiB before the first unit: pydantic, anyio, rich and structlog,"
+    " whose dev module imports rich's traceback renderer and pygments whenever rich is installed (about"
+    " 11 MiB of it); httpx (about 12 MiB with its TLS stack) is no longer among them, imported only by"
+    " a plan with an HTTP probe or status reporting. Each unit then costs about 32 KiB: the plan's"
+    " pydantic models (about 6 KiB), the journal's events kept for the job's result (about 3 KiB), and"
+    " the anyio tasks, cancel scopes and events of its attempt (the rest). Its guardian is a bash"
+    " script of about 3 MiB",
     "start_all": "srtd imports itself before the first launch and each launch blocks in fork/exec;"
     " on a loaded machine both stretch",
     **_slurm_report.WHY,
@@ -483,9 +486,10 @@ def write_page() -> Path:
             ],
         )
         lines += [
-            "**The machine is shared**: other agents build and test on the same 2 cores while these"
+            "**The machine can be shared**: other work may run on the same 2 cores while these"
             " numbers are taken, so each section gives the load average before and after it ran."
-            " Latencies and wall times grow with that load; CPU shares and RSS hardly do.",
+            " Latencies and wall times grow with that load; CPU shares and RSS hardly do. The Slurm"
+            " sections load the machine themselves: hundreds of srun clients and slurmstepd processes.",
             "",
         ]
     lines += ["## Where srtd misses a target or trails a peer", "", *_shortfalls(results), ""]

@@ -9,7 +9,7 @@ NAMES = ("slurm-launch", "slurm-exits", "slurm-teardown", "slurm-srun")
 
 INTRO = (
     "On the dev cluster (`scripts/slurm-dev-cluster up 4`: four slurmd on this one machine,"
-    " 2 CPUs each, shared with the other helpers' tests). Every size is one batch job of 4 nodes;"
+    " 2 CPUs each). Every size is one batch job of 4 nodes;"
     " inside it the same N steps run twice: from a plain loop of the exact srun lines srtd"
     " would run (`srtd.launch.with_srun_lines`, started with `subprocess.Popen`, no srtd code"
     " on the path: the floor), and under `python -m srtd run plan.json` as a process of its"
@@ -140,7 +140,7 @@ def exits(r: dict[str, Any]) -> list[str]:
         "The p50 is the floor's: srtd sees an srun client's exit on its pidfd, no polling. The tail"
         " follows the machine's load more than N: an earlier run at load average 20 measured a p99"
         " of 148 ms for the floor and 187 ms for srtd at 400 (both over 100 ms; srtd 1.26 x the floor),"
-        " when srtd's one event loop waits for a core behind the other helpers' work.",
+        " when srtd's one event loop waits for a core behind other work on the machine.",
         "",
     ]
 
@@ -202,15 +202,17 @@ def plot(results: dict[str, dict[str, Any]], images: Path) -> None:
 
 # Why a Slurm target is missed, as measured (docs/performance.md's list of shortfalls).
 WHY = {
-    "slurm-launch": "at 50 steps the parallel floor is well under a second, and `srtd run`'s interpreter"
-    " start and imports (the startup column, about 0.4 s) are part of srtd's time; counted from its"
-    " journal's job start srtd is within 1.1 x the floor at every N, and at 200 and 400 it is within"
-    " it even with its startup",
+    "slurm-launch": "counted from its journal's job start srtd is within 1.1 x the parallel floor at every"
+    " N (the from-journal column); counted from the spawn of `srtd run` it is not at 50 and 200, because"
+    " the interpreter's start and srtd's imports (the startup column, about 0.4 s) are part of srtd's time"
+    " and the floor at 50 steps is well under a second",
     "slurm-teardown": "Slurm itself takes seconds beyond the tasks' own delays to end hundreds of steps"
-    " (plain scancel, tier by tier, is the plain - Σ column: 5 to 6 s at 400), so no supervisor can"
-    " be within 1 s of Σ there; srtd's overhead over that plain-tool floor is the srtd - plain"
-    " column: a few hundredths of a second at 50 and 200, +0.8 s and +1.1 s at 400 in two runs (not"
-    " yet traced; before one scancel per tier it was +3 s)",
+    " (plain scancel, tier by tier, is the plain - Σ column: about 4.7 s at 400), so no supervisor can"
+    " be within 1 s of Σ there; srtd's overhead over that plain-tool floor is the srtd - plain column"
+    " (0.0 s at 50 and 200, +0.4 s at 400 in this run). A traced 400-step teardown shows where Slurm's"
+    " time goes: each tier's tasks end within their 1 s delay, but their srun clients return over the"
+    " next 1 to 6 s while Slurm completes the steps one by one, and srtd signals the next tier within"
+    " 10 ms of the last one returning",
 }
 
 SECTIONS = {"slurm-launch": launch, "slurm-srun": srun, "slurm-exits": exits, "slurm-teardown": teardown}
