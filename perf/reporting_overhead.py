@@ -13,7 +13,6 @@ silent collector, about nothing for the others.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess
@@ -22,11 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.command import SRTD
+from tests.command import run_srtd
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "recipes" / "features" / "status-reporting.yaml"
 COLLECTOR = REPO / "tests" / "programs" / "collector.py"
+# the job must not look like a Slurm batch step or inherit srtd / srtctl settings of this shell
+DROP = ("SLURM_", "SRTD_", "SRTCTL_")
 
 
 def recipe(work: Path, name: str, endpoint: str | None) -> Path:
@@ -43,18 +44,19 @@ def recipe(work: Path, name: str, endpoint: str | None) -> Path:
 def once(work: Path, path: Path, run: int) -> float:
     """One successful run's wall time.  A local job uses fixed ports (the toy router's
     8000), so another job on the same machine can make it fail: such runs are redone."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SRTD_", "SRTCTL_"))}
-    env["SRTCTL_STATUS_TOKEN"] = "benchmark-token"
+    env = {"SRTCTL_STATUS_TOKEN": "benchmark-token"}
     for attempt in range(5):
         log_dir = work / f"logs-{path.stem}-{run}-{attempt}"
         began = time.monotonic()
-        done = subprocess.run(
-            [*SRTD, "run", str(path), "--log-dir", str(log_dir)],
-            check=False,
-            env=env,
+        done = run_srtd(
+            "run",
+            str(path),
+            "--log-dir",
+            str(log_dir),
             cwd=work,
-            capture_output=True,
-            text=True,
+            env=env,
+            drop=("SLURM_", "SRTD_", "SRTCTL_"),
+            timeout=600,
         )
         took = time.monotonic() - began
         if done.returncode == 0:

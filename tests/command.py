@@ -9,6 +9,7 @@ one of `drop` (a test run inside a Slurm allocation must not look like a batch j
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -58,3 +59,17 @@ def start_srtd(
         text=True,
         **options,
     )
+
+
+def ctrl_c(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    """Stop `proc` as a terminal's Ctrl-C does; everything it printed."""
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=timeout)
+    return out
+
+
+def reap(proc: subprocess.Popen[str]) -> None:
+    """Kill and wait for `proc` if a failed test left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

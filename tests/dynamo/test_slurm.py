@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.command import SRTD
+from tests.command import SRTD, reap
 from tests.dynamo.stack import REPO, Stack, in_session
 from tests.supervisor.helpers import assert_no_leftovers, check_journal, wait_for
 
@@ -65,9 +65,7 @@ def test_the_agg_recipe_runs_on_the_slurm_dev_cluster(tmp_path: Path, stack: Sta
         assert any(e.unit == "frontend_0" and e.state == "ready" for e in seen)
         out, err = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert proc.returncode == 0, f"{out}\n{err}"
     final = json.loads(out.strip().splitlines()[-1])
     assert (final["job_id"], final["state"], final["exit_code"]) == (job, "completed", 0)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from srtd.supervisor import read_journal
+from tests.command import ctrl_c, reap
 from tests.e2e.test_local_run import RESTART, srtd
 from tests.supervisor.helpers import assert_cancelled_by_sigint, wait_for
 
@@ -81,12 +82,9 @@ def test_a_full_log_dir_delays_the_journal_not_the_decisions(small_tmpfs: Path, 
         time.sleep(8)  # backoff 1 s, then the worker's start: all while the disk is full
         filler.unlink()
         freed_at = time.time()
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out = ctrl_c(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert "Traceback" not in out
     assert_cancelled_by_sigint(proc.returncode, out, log_dir)  # as without the full disk
     journal = read_journal(log_dir / "events.jsonl")

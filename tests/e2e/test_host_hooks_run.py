@@ -13,6 +13,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from srtd.events import Event
+from tests.command import ctrl_c, reap
 from tests.e2e.test_local_run import srtd
 from tests.supervisor.helpers import assert_cancelled_by_sigint, assert_no_leftovers, check_journal, wait_for
 
@@ -135,12 +136,9 @@ def test_ctrl_c_runs_the_teardown_after_the_units(tmp_path: Path) -> None:
             [sys.executable, str(tmp_path / "scan.py"), str(log_dir)], capture_output=True, text=True, check=True
         )
         assert sorted(line.split()[0] for line in seen.stdout.splitlines()) == ["agg_0_node1", "frontend_0"]
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out = ctrl_c(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert_cancelled_by_sigint(proc.returncode, out, log_dir)
     journal = check_journal(log_dir / "events.jsonl", [])
     assert_torn_down_after_the_job(journal, log_dir)

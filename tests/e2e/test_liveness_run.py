@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.command import ctrl_c
 from tests.e2e.test_local_run import REPO, srtd, wait_for
 from tests.supervisor.helpers import assert_cancelled_by_sigint
 
@@ -65,8 +66,7 @@ def test_a_frozen_worker_is_restarted_and_a_frozen_heartbeat_service_is_stopped(
         assert (heartbeat.reason or "").startswith("unhealthy: log /^beat$/ failed 2 times")
         untouched = [e.state for e in seen if e.unit == "agg_1_node1"]
         assert untouched == ["starting", "ready"]
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out = ctrl_c(proc)
     finally:
         for pid in frozen:
             with contextlib.suppress(ProcessLookupError):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from srtd.events import Event
-from tests.command import SRTD, run_srtd, start_srtd
+from tests.command import SRTD, ctrl_c, reap, run_srtd, start_srtd
 from tests.supervisor.helpers import assert_cancelled_by_sigint, assert_no_leftovers, check_journal, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,12 +104,9 @@ def test_a_killed_worker_is_restarted_and_ctrl_c_tears_down(tmp_path: Path) -> N
         # the crashed attempt's log is kept next to the fresh one
         assert (log_dir / "workers" / "node1_agg_w1.out.1").exists()
         assert "toy-worker: ready on" in (log_dir / "workers" / "node1_agg_w1.out").read_text()
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out = ctrl_c(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert_cancelled_by_sigint(proc.returncode, out, log_dir)
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.command import SRTD
+from tests.command import run_srtd
 from tests.supervisor.helpers import assert_no_leftovers, check_journal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,21 +58,12 @@ def test_the_window_opens_after_every_worker_is_captured_and_closes_with_reports
     recipe = tmp_path / "nsys.yaml"
     recipe.write_text(RECIPE)
     log_dir = tmp_path / "logs"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env |= {
-        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}",
+    env = {
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
         "FAKE_NSYS_LOG": str(calls),
         "FAKE_NSYS_STATE": str(tmp_path / "sessions"),
     }
-    proc = subprocess.run(
-        [*SRTD, "run", str(recipe), "--log-dir", str(log_dir)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = run_srtd("run", str(recipe), "--log-dir", str(log_dir), env=env, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     journal = check_journal(log_dir / "events.jsonl", [])
     assert (journal[-1].state, journal[-1].exit_code) == ("succeeded", 0)

@@ -26,6 +26,16 @@ observability: {tachometer: {enabled: false}}
 HEAD_LINES = 5
 
 
+#: One prefill and one decode worker behind Dynamo's frontend: the smallest disaggregated recipe.
+PD = """\
+engine: sglang
+roles:
+  prefill: {nodes: 1, workers: 1}
+  decode: {nodes: 1, workers: 1}
+frontend: {type: dynamo, enable_multiple_frontends: false}
+"""
+
+
 def loaded(body: str, *, head: str = HEAD) -> LoadedRecipe:
     return load_text(head + textwrap.dedent(body), FILE)[0]
 

@@ -12,16 +12,9 @@ import shlex
 from srtd.launch import srun_line
 from srtd.plan import PHASES
 from srtd.unit import Condition, Plan, UnitKind
-from tests.plan._util import after, load_problems, names, plan
+from tests.plan._util import PD, after, load_problems, names, plan
 
 NODES = ["n1", "n2", "n3", "n4"]
-PD = """\
-engine: sglang
-roles:
-  prefill: {nodes: 1, workers: 1}
-  decode: {nodes: 1, workers: 1}
-frontend: {type: dynamo, enable_multiple_frontends: false}
-"""
 
 
 def hooks(extra: str = "", *, commands: str = '["lock clocks", "echo ok"]', teardown: str = '["reset clocks"]') -> str:

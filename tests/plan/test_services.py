@@ -11,7 +11,7 @@ import pytest
 from srtd.cluster import Cluster
 from srtd.errors import PlanError
 from srtd.unit import Condition, FileProbe, LogProbe, TcpProbe, UnitKind
-from tests.plan._util import HEAD, after, check_problems, load_problems, names, plan, plan_error
+from tests.plan._util import HEAD, PD, after, check_problems, load_problems, names, plan, plan_error
 
 # Tachometer on (the default): the implied exporters are in the plan.
 HEAD_TACH = HEAD.replace("observability: {tachometer: {enabled: false}}\n", "")
@@ -35,13 +35,6 @@ engine: sglang
 roles:
   agg: {nodes: 1, workers: 1}
 frontend: {type: sglang-router, enable_multiple_frontends: false}
-"""
-PD = """\
-engine: sglang
-roles:
-  prefill: {nodes: 1, workers: 1}
-  decode: {nodes: 1, workers: 1}
-frontend: {type: dynamo, enable_multiple_frontends: false}
 """
 
 
