@@ -1,5 +1,8 @@
 """Installing Dynamo into the job's container before a Dynamo process starts (`dynamo.install`).
 
+What is installed: `dynamo.source` as written; srtctl's default release when the recipe
+names none; Dynamo's head, built from git, with `dynamo.top_of_tree`.
+
 Every Dynamo step of a node runs the same preamble; a lock and a marker file make the
 first one install and the others wait for it.  The image's Python prefix holds the
 marker, so a container reused by a later step skips the install.  The install runs as
@@ -13,6 +16,10 @@ import shlex
 from srtd.context import PlanContext
 
 NVIDIA_INDEX = "https://pypi.nvidia.com"
+DYNAMO_GIT = "https://github.com/ai-dynamo/dynamo"
+# What `dynamo.install` (on by default) installs when the recipe names no source: srtctl's
+# DEFAULT_PYPI_VERSION, so a recipe without a `dynamo:` section launches the Dynamo srtctl's does.
+DEFAULT_RELEASE = "0.8.0"
 REMAP_ROOT = {"ENROOT_REMAP_ROOT": "yes"}  # pip writes into the image's site-packages
 
 _LOCKED = (
@@ -26,31 +33,41 @@ _LOCKED = (
 def install_preamble(ctx: PlanContext) -> str | None:
     """The shell that installs the recipe's Dynamo, or None when nothing is to be installed."""
     dyn = ctx.recipe.dynamo
-    source = dyn.source
-    if not dyn.install or source is None or not ctx.containerized:
+    if not dyn.install or not ctx.containerized:
         return None
-    version = source.pypi or source.wheel
+    if dyn.top_of_tree:
+        return _build(DYNAMO_GIT, None)
+    source = dyn.source
+    version = DEFAULT_RELEASE if source is None else source.pypi or source.wheel
     if version is not None:
         pins = [f"ai-dynamo-runtime=={version}", f"ai-dynamo=={version}"]
         pip = ["pip", "install", "--break-system-packages", "--quiet", "--extra-index-url", NVIDIA_INDEX, *pins]
         install = f"echo {shlex.quote(f'Installing dynamo {version}')} && {shlex.join(pip)}"
         return _LOCKED.format(key=_key(version), skip=shlex.quote("dynamo already installed"), install=install)
-    if source.git is not None and source.rev is not None:
-        rev = source.sha or source.rev
-        build = " && ".join(
-            [
-                f"echo {shlex.quote(f'Building dynamo from source ({rev})')}",
-                "DYN_SRC=$(mktemp -d)",
-                f'git -C "$DYN_SRC" init -q && git -C "$DYN_SRC" fetch -q --depth 1 {shlex.quote(source.git)} '
-                f'{shlex.quote(rev)} && git -C "$DYN_SRC" checkout -q FETCH_HEAD',
-                "pip install --break-system-packages --quiet maturin",
-                '( cd "$DYN_SRC/lib/bindings/python" && maturin build --release -o "$DYN_SRC/wheels" )',
-                'pip install --break-system-packages "$DYN_SRC"/wheels/ai_dynamo_runtime-*.whl',
-                'pip install --break-system-packages "$DYN_SRC"',
-            ]
-        )
-        return _LOCKED.format(key=_key(rev), skip=shlex.quote("dynamo already built"), install=build)
+    if source is not None and source.git is not None and source.rev is not None:
+        return _build(source.git, source.sha or source.rev)
     return None
+
+
+def _build(repo: str, rev: str | None) -> str:
+    """Build Dynamo from `repo` at `rev` (its default branch's head when None)."""
+    ref = rev or "HEAD"
+    what = rev or f"{repo} at HEAD"
+    build = " && ".join(
+        [
+            f"echo {shlex.quote(f'Building dynamo from source ({what})')}",
+            "DYN_SRC=$(mktemp -d)",
+            f'git -C "$DYN_SRC" init -q && git -C "$DYN_SRC" fetch -q --depth 1 {shlex.quote(repo)} '
+            f'{shlex.quote(ref)} && git -C "$DYN_SRC" checkout -q FETCH_HEAD',
+            "pip install --break-system-packages --quiet maturin",
+            '( cd "$DYN_SRC/lib/bindings/python" && maturin build --release -o "$DYN_SRC/wheels" )',
+            'pip install --break-system-packages "$DYN_SRC"/wheels/ai_dynamo_runtime-*.whl',
+            'pip install --break-system-packages "$DYN_SRC"',
+        ]
+    )
+    # an unpinned head has no stable name: the marker says only that a build of the head is in
+    key = _key(rev) if rev else "top_of_tree"
+    return _LOCKED.format(key=key, skip=shlex.quote("dynamo already built"), install=build)
 
 
 def _key(text: str) -> str:

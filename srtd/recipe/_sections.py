@@ -179,7 +179,7 @@ class DynamoConfig(Section):
     """Dynamo installation, planes, and sidecar mode."""
 
     install: bool = True
-    """Install Dynamo into the container before workers start."""
+    """Install Dynamo into the container before workers start (`source`, else srtctl's default release)."""
     top_of_tree: bool = False
     """Build Dynamo at HEAD (unpinned)."""
     source: DynamoSourceConfig | None = None
@@ -200,6 +200,14 @@ class DynamoConfig(Section):
     """Context length the sidecar advertises."""
     sidecar_args: StrSeq = ()
     """Extra sidecar arguments."""
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> DynamoConfig:
+        if self.top_of_tree and self.source is not None:
+            rules = Rules()
+            rules.add("top_of_tree", "builds Dynamo's head, so it cannot go with `source`; pin a commit in source.rev")
+            rules.check()
+        return self
 
 
 class SweepConfig(Section):

@@ -203,15 +203,6 @@ ALLOWED: tuple[Allow, ...] = (
     ),
     Allow(
         "*_*_node-*|frontend_*",
-        "env",
-        "ENROOT_REMAP_ROOT",
-        "this srtctl installs its default Dynamo (0.8.0) into every Dynamo step when the recipe has no `dynamo:` "
-        "section; srtd installs Dynamo only where the recipe asks (dynamo.source)",
-        side="dropped",
-        example="trtllm__dynamo-mooncake",
-    ),
-    Allow(
-        "*_*_node-*|frontend_*",
         "program",
         "",
         "the Nsight Systems window program is srtd's own, written into the job's log directory (every container "

@@ -434,7 +434,7 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
         "het_group": None,
         # one host per rank, in srtd's node order: rank 0 runs on MASTER_ADDR's node
         "options": {"kill-on-bad-exit": "1", "ntasks-per-node": "4", "distribution": "arbitrary"},
-        "export_env": {},
+        "export_env": {"ENROOT_REMAP_ROOT": "yes"},  # no `dynamo:` section: the default release is installed
         "shell": True,
     }
     assert srun_nodelist(decode) == [n for n in ("node2", "node3", "node4", "node5") for _ in range(4)]

@@ -10,7 +10,7 @@ import json
 import shlex
 
 from srtd.unit import UnitKind
-from tests.plan._util import plan
+from tests.plan._util import load_problems, plan
 
 SA_BENCH = "benchmark: {type: sa-bench, isl: 256, osl: 64, concurrencies: [2, 4]}\n"
 
@@ -161,6 +161,48 @@ def test_dynamo_install_runs_as_root_before_every_dynamo_process() -> None:
         assert "flock -x 200" in unit.preamble
     # services are no Dynamo processes: nothing installed there
     assert not any("pip install" in (u.preamble or "") for u in p.units if u.kind == UnitKind.SERVICE)
+
+
+_SGLANG_DYNAMO = (
+    "engine: sglang\n"
+    "roles:\n"
+    "  agg: {nodes: 1, workers: 1}\n"
+    "frontend: {type: dynamo, enable_multiple_frontends: false}\n"
+)
+
+
+def test_without_a_source_the_default_release_is_installed() -> None:
+    # srtctl's DynamoConfig: `install` is on by default and installs its DEFAULT_PYPI_VERSION
+    for body in (_SGLANG_DYNAMO, _SGLANG_DYNAMO + "dynamo: {request_plane: tcp}\n"):
+        worker = plan(body).unit("agg_0_node1")
+        assert worker.srun.export_env == {"ENROOT_REMAP_ROOT": "yes"}
+        assert "ai-dynamo-runtime==0.8.0 ai-dynamo==0.8.0" in (worker.preamble or "")
+
+
+def test_install_false_installs_nothing() -> None:
+    p = plan(_SGLANG_DYNAMO + "dynamo: {install: false}\n")
+    for name in ("agg_0_node1", "frontend_0"):
+        assert p.unit(name).srun.export_env == {}
+        assert "pip install" not in (p.unit(name).preamble or "")
+
+
+def test_top_of_tree_builds_dynamos_head() -> None:
+    preamble = plan(_SGLANG_DYNAMO + "dynamo: {top_of_tree: true}\n").unit("agg_0_node1").preamble or ""
+    assert "fetch -q --depth 1 https://github.com/ai-dynamo/dynamo HEAD" in preamble
+    assert "maturin build --release" in preamble
+    assert "ai-dynamo==" not in preamble  # no release pinned
+    assert ".srtd_dynamo_top_of_tree.done" in preamble
+
+
+def test_top_of_tree_with_a_source_is_refused_at_its_line() -> None:
+    problems = load_problems(_SGLANG_DYNAMO + "dynamo:\n  top_of_tree: true\n  source: {pypi: '1.4.2'}\n")
+    assert problems == [
+        (
+            11,  # the `top_of_tree:` line
+            "dynamo.top_of_tree",
+            "builds Dynamo's head, so it cannot go with `source`; pin a commit in source.rev",
+        )
+    ]
 
 
 def test_sglang_auto_endpoints_get_ports_of_their_own() -> None:
