@@ -30,7 +30,6 @@ _REPLACED: tuple[tuple[str, str], ...] = (
     (r"dynamo\.cargo_patches", "`dynamo.source.patches`"),
     (r"frontend\.(orchestrator_placement|dedicated_node)", "`frontend.placement.node`"),
     (r"benchmark\.(client_placement|client_dedicated_node)", "`benchmark.placement.node`"),
-    (r"engine\.set_cuda_visible_devices", "`engine.set_visible_devices`"),
     (r"roles\.(prefill|decode|agg)\.(environment|env_vars)", "`roles.{0}.env`"),
 )
 
@@ -44,6 +43,24 @@ def replacement_for(path: str) -> str | None:
         if match:
             groups = [g for g in match.groups() if g in _ROLE_NAMES]
             return replacement.format(*groups) if groups else replacement
+    return None
+
+
+# Older keys srtctl stopped reading (it accepts and ignores them): `srtd migrate` drops them,
+# so the migrated file launches what srtctl launches for the file as written.
+_IGNORED: tuple[tuple[str, str], ...] = (
+    (
+        r"engine\.set_cuda_visible_devices",
+        "GPUs go by --device-ids; `engine.set_visible_devices: true` pins them by environment",
+    ),
+)
+
+
+def ignored_by_srtctl(path: str) -> str | None:
+    """What srtctl does instead, for an older key it no longer reads."""
+    for pattern, instead in _IGNORED:
+        if re.fullmatch(pattern, path):
+            return instead
     return None
 
 
@@ -65,6 +82,9 @@ def legacy_hint(path: str) -> str | None:
     newer = newer_field(path)
     if newer is not None:
         return f"a newer srt-slurm field ({newer}) that srtd does not support yet; see docs/recipe.md"
+    ignored = ignored_by_srtctl(path)
+    if ignored is not None:
+        return f"an older srt-slurm key srtctl no longer reads ({ignored}); `srtd migrate` drops it"
     replacement = replacement_for(path)
     if replacement is None:
         return None

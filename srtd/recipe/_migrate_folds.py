@@ -9,6 +9,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from srtd.recipe._legacy import ignored_by_srtctl
 from srtd.recipe._yaml_edit import child_map, index_of, pop_key, put_key
 
 ROLES = {"prefill": "prefill", "decode": "decode", "agg": "agg", "aggregated": "agg"}
@@ -340,13 +341,14 @@ def _fold_telemetry(doc: CommentedMap, ctx: FoldContext) -> None:
     ctx.notes.append("telemetry (provider: scraper): moved to observability.tachometer")
 
 
-def _fold_v2_leftovers(doc: CommentedMap) -> None:
-    """Keys renamed inside schema 2 itself."""
+def _fold_v2_leftovers(doc: CommentedMap, ctx: FoldContext) -> None:
+    """Keys renamed inside schema 2 itself, and keys srtctl stopped reading."""
     engine = doc.get("engine")
     if isinstance(engine, CommentedMap) and "set_cuda_visible_devices" in engine:
-        at = index_of(engine, "set_cuda_visible_devices")
-        value, comment = pop_key(engine, "set_cuda_visible_devices")
-        put_key(engine, "set_visible_devices", value, comment, at=at)
+        # srtctl accepts the old name and ignores it: dropping it keeps srtctl's launch
+        pop_key(engine, "set_cuda_visible_devices")
+        instead = ignored_by_srtctl("engine.set_cuda_visible_devices")
+        ctx.notes.append(f"engine.set_cuda_visible_devices: dropped; srtctl no longer reads it ({instead})")
     roles = doc.get("roles")
     if isinstance(roles, CommentedMap):
         for role in roles.values():
@@ -419,7 +421,7 @@ def fold(doc: CommentedMap, ctx: FoldContext, *, partial: bool, leftovers_only: 
     _fold_placement(doc, "frontend", ("orchestrator_placement", "dedicated_node"))
     _fold_placement(doc, "benchmark", ("client_placement", "client_dedicated_node"))
     _fold_auxiliary(doc)
-    _fold_v2_leftovers(doc)
+    _fold_v2_leftovers(doc, ctx)
     if not leftovers_only or pre_engine:
         _fold_sglang_router(doc, ctx, leftovers_only=leftovers_only)
     if leftovers_only:

@@ -12,7 +12,7 @@ here.  The last group lists what srtd does not launch yet: features, not drift.
 
 from __future__ import annotations
 
-from tests.fidelity._compare import Allow, Diff, Outcome, load_pair
+from tests.fidelity._compare import Allow, Diff, Outcome
 
 
 def _colocated_decode(out: Outcome) -> bool:
@@ -39,15 +39,6 @@ def _named_by_node_for_the_spare_nodes(diff: Diff, out: Outcome) -> bool:
     node = diff.step.rsplit("_", 1)[-1]
     ours = str(diff.srtd or "")
     return bool(out.spare) and ours.endswith(".out") and diff.upstream == f"{ours[: -len('.out')]}_{node}.out"
-
-
-def _legacy_visible_devices(out: Outcome) -> bool:
-    """The recipe as written (before migrate's rename) says `set_cuda_visible_devices: true`."""
-    from ruamel.yaml import YAML
-
-    _, recipe_file = load_pair(out.example)
-    engine = YAML(typ="safe", pure=True).load(recipe_file.read_text()).get("engine")
-    return isinstance(engine, dict) and engine.get("set_cuda_visible_devices") is True
 
 
 def _sa_bench_agg_gpus_per_node_8(diff: Diff, out: Outcome) -> bool:
@@ -163,14 +154,6 @@ ALLOWED: tuple[Allow, ...] = (
         "",
         "this srtctl put JetStream into the config file; srtd passes -js -sd as flags (same server)",
         example="features__infra-services",
-    ),
-    Allow(
-        "agg_*|prefill_*|decode_*",
-        "flag|env",
-        "device-ids|CUDA_VISIBLE_DEVICES",
-        "the recipe's engine.set_cuda_visible_devices, which this srtctl ignored, is engine.set_visible_devices "
-        "in srtd (migrate's rename): CUDA_VISIBLE_DEVICES instead of --device-ids (docs/engines.md, vLLM)",
-        when=_legacy_visible_devices,
     ),
     Allow(
         "<unnamed benchmark>",

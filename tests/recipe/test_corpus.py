@@ -133,14 +133,14 @@ FIRST_PROBLEM: dict[str, tuple[int, str]] = {
 LEGACY_FIRST: dict[str, str] = {
     "srt-slurm/examples/features/dynamo-source.yaml": "`engine` (the engine type and knobs)",
     "srt-slurm/examples/features/power-noprof.yaml": "`benchmark.placement.node`",
-    "srt-slurm/examples/features/profiling-vllm.yaml": "`engine.set_visible_devices`",
+    "srt-slurm/examples/features/profiling-vllm.yaml": "`engine.set_visible_devices: true`",
     "srt-slurm/examples/features/services.yaml": "`engine` (the engine type and knobs)",
     "srt-slurm/examples/mocker/dynamo-agg.yaml": "`roles.agg.nodes`",
     "srt-slurm/examples/sglang/dynamo-agg.yaml": "`roles.agg.nodes`",
     "srt-slurm/examples/sglang/sglang-router-agg.yaml": "`roles.agg.nodes`",
     "srt-slurm/examples/trtllm/dynamo-agg.yaml": "`roles.agg.nodes`",
     "srt-slurm/examples/trtllm/dynamo-disagg.yaml": "`roles.prefill.nodes`",
-    "srt-slurm/examples/vllm/dynamo-agg.yaml": "`engine.set_visible_devices`",
+    "srt-slurm/examples/vllm/dynamo-agg.yaml": "`engine.set_visible_devices: true`",
     "srt-slurm/examples/vllm/vllm-direct-agg.yaml": "`roles.agg.nodes`",
     "srt-slurm/examples/vllm/vllm-router-agg.yaml": "`roles.agg.nodes`",
 }
@@ -159,7 +159,13 @@ LEGACY_KEYS: dict[str, str] = {
     "resources.gpus_per_decode": "`roles.decode.gpus`",
     "dynamo.version": "`dynamo.source.pypi`",
     "benchmark.client_placement": "`benchmark.placement.node`",
-    "engine.set_cuda_visible_devices": "`engine.set_visible_devices`",
+}
+
+# Older keys srtctl accepts and ignores: migrate drops them, and the problem says what srtctl does instead.
+IGNORED_KEYS: dict[str, str] = {
+    "engine.set_cuda_visible_devices": (
+        "GPUs go by --device-ids; `engine.set_visible_devices: true` pins them by environment"
+    ),
 }
 
 
@@ -214,7 +220,7 @@ def test_corpus_verdict(local_path: str) -> None:
         key = "engine"  # `engine: <name>`: the type is the value of `engine`
     assert text.strip().startswith(f"{key}:"), text
     if local_path in LEGACY_FIRST:
-        assert "an older srt-slurm key; schema 2 writes" in first.message
+        assert "an older srt-slurm key" in first.message
         assert LEGACY_FIRST[local_path] in first.message
 
 
@@ -230,6 +236,12 @@ def test_every_v1_leftover_names_its_replacement(local_path: str) -> None:
                 f"unknown field {name!r}: an older srt-slurm key; schema 2 writes {LEGACY_KEYS[problem.path]} "
                 "(`srtd migrate` rewrites it)"
             )
+        elif problem.path in IGNORED_KEYS:
+            name = problem.path.split(".")[-1]
+            assert problem.message == (
+                f"unknown field {name!r}: an older srt-slurm key srtctl no longer reads "
+                f"({IGNORED_KEYS[problem.path]}); `srtd migrate` drops it"
+            )
         else:
             assert "older srt-slurm key" not in problem.message, problem
 
@@ -238,7 +250,7 @@ def test_v1_leftovers_are_all_reported() -> None:
     need_shared()
     legacy = {}
     for local_path in VERDICT:
-        found = sorted(p.path for p in problems_of(local_path) if p.path in LEGACY_KEYS)
+        found = sorted(p.path for p in problems_of(local_path) if p.path in LEGACY_KEYS or p.path in IGNORED_KEYS)
         if found:
             legacy[local_path.removeprefix("srt-slurm/examples/")] = found
     assert legacy == {

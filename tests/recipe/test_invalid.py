@@ -342,7 +342,8 @@ def test_v1_engine_set_cuda_visible_devices() -> None:
         11,
         3,
         "engine.set_cuda_visible_devices",
-        legacy("set_cuda_visible_devices", "`engine.set_visible_devices`"),
+        "unknown field 'set_cuda_visible_devices': an older srt-slurm key srtctl no longer reads (GPUs go by "
+        "--device-ids; `engine.set_visible_devices: true` pins them by environment); `srtd migrate` drops it",
     )
     assert problems(text) == [expected]
 

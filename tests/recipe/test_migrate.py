@@ -213,8 +213,12 @@ def test_schema_2_leftovers_are_folded_and_nothing_else() -> None:
           type: sglang
         engine:
           type: vllm
-          set_visible_devices: true
         """
+    )
+    # srtctl accepts the old GPU key and ignores it (it passes --device-ids): migrate drops it and says so
+    assert result.notes == (
+        "engine.set_cuda_visible_devices: dropped; srtctl no longer reads it (GPUs go by --device-ids; "
+        "`engine.set_visible_devices: true` pins them by environment)",
     )
 
 
