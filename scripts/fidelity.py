@@ -9,7 +9,9 @@ Three views of the `--flag value` pairs and environment variables of matched ste
 against it); `kept` is the share of srtctl's own that srtd sets identically; `real job` is the same
 share without what only the mock launches (its spare nodes and its colocate oddity:
 `_allowed.MOCK`, upstream-launch/README.md), which srtctl on a real allocation does not;
-`on purpose` also counts the allow-listed differences as agreeing.
+`newest` is the real-job share without, in addition, what only older srtctl versions set
+and the newest no longer does (`_allowed.SUPERSEDED`); `on purpose` also counts the
+allow-listed differences as agreeing.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fidelity._allowed import ALLOWED, MOCK
+from tests.fidelity._allowed import ALLOWED, MOCK, SUPERSEDED
 from tests.fidelity._compare import (
     LAUNCH,
     Outcome,
     agreement,
     compare,
-    on_a_real_job,
+    kept_without,
     pairs,
     percent,
     unexplained,
@@ -46,6 +48,8 @@ def _row(name: str, c: dict[str, float], bad: int | str) -> str:
         f" {percent(int(c['upstream_env_kept']), int(c['upstream_env'])):5.1f}"
         f"  {percent(int(c['real_flags_kept']), int(c['real_flags'])):5.1f}"
         f" {percent(int(c['real_env_kept']), int(c['real_env'])):5.1f}"
+        f"  {percent(int(c['real_flags_kept']), int(c['newest_flags'])):5.1f}"
+        f" {percent(int(c['real_env_kept']), int(c['newest_env'])):5.1f}"
         f"  {percent(round(c['flags_ok']), int(c['flags'])):5.1f} {percent(round(c['env_ok']), int(c['env'])):5.1f}"
         f"  {bad:>5}"
     )
@@ -56,7 +60,8 @@ def _counts(out: Outcome) -> dict[str, float]:
     flags_ok, env_ok = agreement(out, ALLOWED)
     c["flags_ok"] = flags_ok * out.flags / 100
     c["env_ok"] = env_ok * out.env / 100
-    c["real_flags_kept"], c["real_flags"], c["real_env_kept"], c["real_env"] = on_a_real_job(out, MOCK)
+    c["real_flags_kept"], c["real_flags"], c["real_env_kept"], c["real_env"] = kept_without(out, MOCK)
+    _, c["newest_flags"], _, c["newest_env"] = kept_without(out, MOCK + SUPERSEDED)
     return c
 
 
@@ -69,8 +74,9 @@ def main(argv: list[str]) -> int:
         return 0
     totals: dict[str, float] = {}
     failing = not_yet = 0
-    print(f"{'':44} {'steps':>9}  {'all %':>11}  {'kept %':>11}  {'real job %':>11}  {'on purpose %':>11}")
-    views = "  ".join(f"{'flags':>5} {'env':>5}" for _ in range(4))
+    views = ("all %", "kept %", "real job %", "newest %", "on purpose %")
+    print(f"{'':44} {'steps':>9}  " + "  ".join(f"{v:>11}" for v in views))
+    views = "  ".join(f"{'flags':>5} {'env':>5}" for _ in views)
     print(f"{'example':44} {'matched':>9}  {views}  unexpl")
     for name in pairs():
         if selected and not any(s in name for s in selected):

@@ -118,8 +118,25 @@ MOCK: tuple[Allow, ...] = (
     ),
 )
 
+# What only older srtctl versions launched, where the newest srtctl (its code, and its newest
+# snapshots) launches what srtd does.  `scripts/fidelity.py`'s "newest" view leaves these out of
+# srtctl's own variables, on top of the mock's.
+SUPERSEDED: tuple[Allow, ...] = (
+    Allow(
+        "agg_*|prefill_*|decode_*",
+        "env",
+        "DYN_*|ETCD_ENDPOINTS",
+        "some older srtctl versions gave workers behind a non-Dynamo frontend the Dynamo environment (nothing "
+        "there reads it); the newest gives it only where the frontend launches Dynamo workers (its worker "
+        "environment defaults), as do its newest snapshots (sglang-direct-agg, trtllm-serve-agg), and srtd follows it",
+        side="dropped",
+        when=_older_srtctl_behind_other_frontend,
+    ),
+)
+
 ALLOWED: tuple[Allow, ...] = (
     *MOCK,
+    *SUPERSEDED,
     # --- srtd's own choices
     Allow("*", "env", "SRTD_*", "srtd's job id and log dir, for programs that want them", side="added"),
     Allow(
@@ -137,17 +154,7 @@ ALLOWED: tuple[Allow, ...] = (
         "srtd probes a Dynamo worker's /health, which needs health to follow the generate endpoint",
         side="added",
     ),
-    Allow(
-        "agg_*|prefill_*|decode_*",
-        "env",
-        "DYN_*|ETCD_ENDPOINTS",
-        "some older srtctl versions gave workers behind a non-Dynamo frontend the Dynamo environment (nothing "
-        "there reads it); the newest (sglang-direct-agg, trtllm-serve-agg) give none, and srtd follows them",
-        side="dropped",
-        when=_older_srtctl_behind_other_frontend,
-    ),
     Allow("*", "program", "python-vs-python3", "srtd calls python3 everywhere; the same interpreter in these images"),
-    Allow("*", "flag", "served-model-name", "srtctl repeats --served-model-name for vLLM; srtd passes it once"),
     Allow(
         "service_nats",
         "program",

@@ -237,12 +237,18 @@ def processes(argv: list[str]) -> list[list[str]]:
 
 
 def command_parts(argv: list[str]) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
-    """Programs (joined with ` + ` for several processes) and every flag of a step."""
+    """Programs (joined with ` + ` for several processes) and every flag of a step.
+
+    Within one command line a flag given again with the same value is one `--flag value`
+    pair (srtctl writes vLLM's `--served-model-name` twice, its own and the role's): the
+    process is launched the same either way.  Repeats with other values, and the same pair
+    in two processes of one step, all count.
+    """
     programs, flags = [], []
     for proc in processes(argv):
         program, own = split_command(proc)
         programs.append(" ".join(program))
-        flags += own
+        flags += dict.fromkeys(own)
     return " + ".join(programs), flags
 
 
@@ -436,16 +442,17 @@ def agreement(out: Outcome, allowed: tuple[Allow, ...]) -> tuple[float, float]:
     return percent(flags, out.flags), percent(env, out.env)
 
 
-def on_a_real_job(out: Outcome, mock: tuple[Allow, ...]) -> tuple[int, int, int, int]:
-    """(flags kept, upstream flags, env kept, upstream env), without what only the mock launches.
+def kept_without(out: Outcome, left_out: tuple[Allow, ...]) -> tuple[int, int, int, int]:
+    """(flags kept, upstream flags, env kept, upstream env), without what `left_out` covers.
 
     A flag or variable upstream sets differently only because of the mock's allocation
-    (its spare nodes, its colocate oddity) is not srtctl's behaviour on a real job: it
-    leaves the count altogether instead of counting as a difference.
+    (its spare nodes, its colocate oddity: `MOCK`), or only because the snapshot is of an
+    older srtctl (`SUPERSEDED`), is not what srtctl does on a real job today: it leaves the
+    count altogether instead of counting as a difference.
     """
-    mocked = [d for d in out.diffs if d.upstream is not None and any(a.covers(out.example, d, out) for a in mock)]
-    flags = sum(d.aspect == "flag" for d in mocked)
-    env = sum(d.aspect == "env" for d in mocked)
+    gone = [d for d in out.diffs if d.upstream is not None and any(a.covers(out.example, d, out) for a in left_out)]
+    flags = sum(d.aspect == "flag" for d in gone)
+    env = sum(d.aspect == "env" for d in gone)
     return out.upstream_flags_kept, out.upstream_flags - flags, out.upstream_env_kept, out.upstream_env - env
 
 

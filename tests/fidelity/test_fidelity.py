@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fidelity._allowed import ALLOWED
-from tests.fidelity._compare import LAUNCH, Outcome, agreement, compare, pairs, percent, unexplained
+from tests.fidelity._allowed import ALLOWED, MOCK, SUPERSEDED
+from tests.fidelity._compare import LAUNCH, Outcome, agreement, compare, kept_without, pairs, percent, unexplained
 from tests.reference import need_shared
 
 NOT_YET = "does not support yet"  # the wording of srtd's error for a newer upstream field
@@ -41,7 +41,8 @@ def test_srtd_launches_what_srtctl_launches(example: str) -> None:
 
 
 def test_agreement_on_matched_steps() -> None:
-    """Done when: >= 95 % of flags and >= 90 % of variables agree on matched steps.
+    """srtd keeps >= 99 % of srtctl's flags and >= 94.9 % of its variables on matched steps (what it reaches
+    today: a drop fails here).
 
     Counted strictly, without the allow-list: of srtctl's own flags and variables, the
     share srtd sets identically (a `<random>` value in a snapshot agrees with any value).
@@ -52,6 +53,7 @@ def test_agreement_on_matched_steps() -> None:
         pytest.skip(f"no launch snapshots at {LAUNCH}")
     flags = env = flags_ok = env_ok = 0.0
     kept = {"upstream_flags": 0, "upstream_flags_kept": 0, "upstream_env": 0, "upstream_env_kept": 0}
+    newest = [0, 0, 0, 0]  # without what only the mock and only older srtctl versions launch
     for name in pairs():
         out = compare(name)
         if out.error is not None:
@@ -62,10 +64,14 @@ def test_agreement_on_matched_steps() -> None:
         env_ok += e_ok * out.env / 100
         for key in kept:
             kept[key] += getattr(out, key)
+        newest = [a + b for a, b in zip(newest, kept_without(out, MOCK + SUPERSEDED), strict=True)]
     assert percent(round(flags_ok), round(flags)) >= 95.0
     assert percent(round(env_ok), round(env)) >= 90.0
-    assert percent(kept["upstream_flags_kept"], kept["upstream_flags"]) >= 95.0
-    assert percent(kept["upstream_env_kept"], kept["upstream_env"]) >= 90.0
+    assert percent(kept["upstream_flags_kept"], kept["upstream_flags"]) >= 99.0
+    assert percent(kept["upstream_env_kept"], kept["upstream_env"]) >= 94.9
+    # srtctl as it launches today, on a real allocation: the issue's targets
+    assert percent(newest[0], newest[1]) >= 99.0
+    assert percent(newest[2], newest[3]) >= 97.0
 
 
 def test_every_allow_list_entry_is_used() -> None:
