@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
 from srtd.layout import DEFAULT_LAYOUT, LogLayout
-from srtd.recipe import RULES_ERROR, ReportingConfig, SlurmTime
+from srtd.recipe import RULES_ERROR, HostSetupConfig, ReportingConfig, SlurmTime
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -119,6 +119,8 @@ class Cluster(BaseSettings):
     `telemetry/` (srt-slurm's newest layout); `flat`: every log at the top of the log directory."""
     reporting: ReportingConfig | None = None
     """Status collectors of every job (`reporting.status`, as in a recipe); a recipe's own `reporting.status` wins."""
+    default_host_setup: HostSetupConfig | None = None
+    """Host hooks of every job (`host_setup`, as in a recipe); a recipe that writes `host_setup` replaces them."""
 
     @classmethod
     def settings_customise_sources(
@@ -214,7 +216,7 @@ def _check_env(environ: Mapping[str, str]) -> None:
 def _nested(variable: str) -> bool:
     """Whether the setting SRTD_<NAME> holds a mapping, so SRTD_<NAME>__<KEY> means something."""
     info = Cluster.model_fields[variable.removeprefix("SRTD_").lower()]
-    return "dict" in str(info.annotation) or "ReportingConfig" in str(info.annotation)
+    return any(kind in str(info.annotation) for kind in ("dict", "ReportingConfig", "HostSetupConfig"))
 
 
 def _describe(err: ValidationError, positions: Positions, path: Path | None) -> str:

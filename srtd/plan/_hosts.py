@@ -10,6 +10,9 @@ node with `on_teardown`: the supervisor launches them after every teardown tier 
 also when the job failed or was cancelled.  Each step is bounded by `timeout_seconds`
 (`run_timeout`: a hung hook is stopped and fails with one line).
 
+The hooks are the recipe's `host_setup`, or else the cluster's `default_host_setup`: a
+recipe that writes the block replaces the cluster's whole (an empty block turns them off).
+
 They run on the bare host, never in a container, as srtctl's do: the commands are the
 recipe's own shell, joined with `&&` into one `bash -c` (the user's shell on purpose);
 what srtd adds (the environment) is quoted by the launcher like every unit's.
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 
 from srtd.context import PlanContext
 from srtd.layout import Place
+from srtd.recipe import HostSetupConfig
 from srtd.unit import Condition, Edge, Unit, UnitKind
 
 SETUP_PHASE = "host_setup"
@@ -28,17 +32,24 @@ TEARDOWN_PHASE = "host_teardown"
 KILL_GRACE = 5.0  # seconds a hook stopped at its timeout gets between SIGTERM and SIGKILL
 
 
+def host_setup(ctx: PlanContext) -> HostSetupConfig:
+    """The job's hooks: the recipe's block when it writes one, else the cluster's default."""
+    if "host_setup" in ctx.recipe.model_fields_set or ctx.cluster.default_host_setup is None:
+        return ctx.recipe.host_setup
+    return ctx.cluster.default_host_setup
+
+
 def host_nodes(ctx: PlanContext) -> tuple[str, ...]:
     """The nodes `host_setup.nodes` names: `workers` (workers and pools) or `all` (head and infra too)."""
     compute = ctx.nodes.compute
-    if ctx.recipe.host_setup.nodes == "workers":
+    if host_setup(ctx).nodes == "workers":
         return compute
     return tuple(dict.fromkeys((ctx.nodes.head, ctx.nodes.infra, *compute)))
 
 
 def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]]:
     """(setup steps, teardown steps): one per targeted node for each command list that is set."""
-    cfg = ctx.recipe.host_setup
+    cfg = host_setup(ctx)
     if not cfg.commands and not cfg.teardown:
         return [], []
     nodes = host_nodes(ctx)
@@ -54,7 +65,7 @@ def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]
 
 
 def _step(ctx: PlanContext, phase: str, node: str, commands: Sequence[str]) -> Unit:
-    cfg = ctx.recipe.host_setup
+    cfg = host_setup(ctx)
     name = f"{phase}_{node}"
     # on the bare host the log directory is the host's path, never the container's /logs
     env = {**ctx.job_env(), "SRTD_LOG_DIR": ctx.log_dir, **dict(ctx.recipe.environment.items())}

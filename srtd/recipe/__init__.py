@@ -35,7 +35,7 @@ from srtd.recipe._probes import LivenessSpec, ServiceReadiness, WorkerHealth
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._reporting import ReportingConfig, ReportingStatusConfig
 from srtd.recipe._roles import ROLE_NAMES, RestartPolicy, RoleConfig
-from srtd.recipe._sections import MANUAL_BENCHMARK, NO_FRONTEND
+from srtd.recipe._sections import MANUAL_BENCHMARK, NO_FRONTEND, HostSetupConfig
 from srtd.recipe._services import ServiceConfig, ServiceMetrics, ServicePlacement, SourceConfig
 
 
@@ -89,6 +89,7 @@ __all__ = [
     "AtomEngine",
     "CustomEngine",
     "EngineConfig",
+    "HostSetupConfig",
     "LivenessSpec",
     "LoadedRecipe",
     "Migration",

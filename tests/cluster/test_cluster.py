@@ -305,3 +305,15 @@ def test_nested_variables_of_a_known_setting_are_accepted(isolated: Path, monkey
     monkeypatch.setenv("SRTD_CONTAINERS__SGLANG", "/c/sglang.sqsh")
     cluster, _ = load_cluster()
     assert cluster.containers == {"sglang": "/c/sglang.sqsh"}
+
+
+def test_default_host_setup_is_read_and_checked_like_a_recipes(isolated: Path) -> None:
+    path = write(isolated / "hooks.yaml", "default_host_setup:\n  commands: [nvidia-smi -lgc 1980]\n  nodes: workers\n")
+    cluster, _ = load_cluster(path)
+    assert cluster.default_host_setup is not None
+    hooks = cluster.default_host_setup
+    assert (hooks.commands, hooks.nodes) == (("nvidia-smi -lgc 1980",), "workers")
+    bad = write(isolated / "bad.yaml", "default_host_setup:\n  commands: [x]\n  timeout_seconds: 0\n")
+    assert error_of(bad) == (
+        f"{bad}:3:20 default_host_setup.timeout_seconds: input should be greater than or equal to 1, got 0"
+    )

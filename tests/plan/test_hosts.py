@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import shlex
 
+from srtd.cluster import Cluster
 from srtd.launch import srun_line
 from srtd.plan import PHASES
+from srtd.recipe import HostSetupConfig
 from srtd.unit import Condition, Plan, UnitKind
 from tests.plan._util import PD, after, load_problems, names, plan
 
@@ -154,3 +156,28 @@ def test_the_plan_json_carries_the_host_steps_through_a_round_trip() -> None:
 def test_a_timeout_below_one_second_is_refused_with_its_line() -> None:
     problems = load_problems(hooks("  timeout_seconds: 0\n"))
     assert [(line, path) for line, path, _ in problems] == [(9, "host_setup.timeout_seconds")]
+
+
+CLUSTER_HOOKS = Cluster(default_host_setup=HostSetupConfig(commands=("cluster lock",), teardown=("cluster reset",)))
+
+
+def test_the_clusters_default_hooks_run_when_the_recipe_has_none() -> None:
+    p = plan(PD, CLUSTER_HOOKS, nodes=NODES)
+    assert [(u.name, u.argv) for u in p.units if u.kind is UnitKind.HOST] == [
+        ("host_setup_n1", ("bash", "-c", "cluster lock")),
+        ("host_setup_n2", ("bash", "-c", "cluster lock")),
+        ("host_teardown_n1", ("bash", "-c", "cluster reset")),
+        ("host_teardown_n2", ("bash", "-c", "cluster reset")),
+    ]
+
+
+def test_a_recipes_host_setup_replaces_the_clusters_whole() -> None:
+    # the recipe names no teardown: the cluster's teardown does not come back through it
+    p = plan(hooks(teardown="[]"), CLUSTER_HOOKS, nodes=NODES)
+    assert [(u.name, u.argv[-1]) for u in p.units if u.kind is UnitKind.HOST] == [
+        ("host_setup_n1", "lock clocks && echo ok"),
+        ("host_setup_n2", "lock clocks && echo ok"),
+    ]
+    # an empty block turns the cluster's hooks off
+    off = plan("host_setup: {}\n" + PD, CLUSTER_HOOKS, nodes=NODES)
+    assert not [u for u in off.units if u.kind is UnitKind.HOST]
