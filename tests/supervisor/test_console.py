@@ -73,6 +73,12 @@ def test_event_messages() -> None:
     assert event_message(ready) == ("w ready after 1.23 s", {})
     job = Event(seq=9, ts=0, state="failed", exit_code=1, reason="w failed: boom")
     assert event_message(job) == ("job failed", {"exit_code": 1, "reason": "w failed: boom"})
+    published = Event(
+        seq=10, ts=0, state="stopping", reason="publisher pretty: published", detail={"publisher": {"name": "pretty"}}
+    )
+    assert event_message(published) == ("publisher pretty: published", {})
+    skipped = Event(seq=11, ts=0, state="stopping", reason="nothing to publish", detail={"publishers": "skipped"})
+    assert event_message(skipped) == ("nothing to publish", {})
 
 
 def test_a_waiting_unit_with_no_edge_left_waits_for_its_launch() -> None:
