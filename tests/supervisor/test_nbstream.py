@@ -24,7 +24,7 @@ F_SETPIPE_SZ = 1031
 
 
 @contextlib.contextmanager
-def never_hangs(seconds: float = 20.0) -> Iterator[None]:
+def never_hangs(seconds: float = 60.0) -> Iterator[None]:
     """A write that blocks would hang the test run: fail it instead."""
 
     def expired(signum: int, frame: FrameType | None) -> None:
@@ -130,7 +130,7 @@ def test_the_terminal_console_on_an_unread_pipe_returns_and_closes_in_bounded_ti
             console.output("bench", f"row {n}")
         t0 = time.monotonic()
         console.close()
-        assert time.monotonic() - t0 < CLOSE_DRAIN + 3.0
+        assert time.monotonic() - t0 < CLOSE_DRAIN + 10.0  # generous: the drain gives up, it does not hang
         received = read_all(r).decode().splitlines()
     # what the pipe took, from the first line on, in order (the rest was given up at close)
     assert received
