@@ -38,6 +38,11 @@ def install_preamble(ctx: PlanContext) -> str | None:
     if dyn.top_of_tree:
         return _build(DYNAMO_GIT, None)
     source = dyn.source
+    if source is None:
+        ctx.warn(
+            f"dynamo: no `source` named, so every Dynamo step installs srtctl's default release {DEFAULT_RELEASE} "
+            "first; say `dynamo.install: false` if the image ships Dynamo"
+        )
     version = DEFAULT_RELEASE if source is None else source.pypi or source.wheel
     if version is not None:
         pins = [f"ai-dynamo-runtime=={version}", f"ai-dynamo=={version}"]

@@ -177,10 +177,16 @@ def test_without_a_source_the_default_release_is_installed() -> None:
         worker = plan(body).unit("agg_0_node1")
         assert worker.srun.export_env == {"ENROOT_REMAP_ROOT": "yes"}
         assert "ai-dynamo-runtime==0.8.0 ai-dynamo==0.8.0" in (worker.preamble or "")
+        # the install srtd adds on its own is said once, with the way out
+        assert [w for w in plan(body).warnings if w.startswith("dynamo:")] == [
+            "dynamo: no `source` named, so every Dynamo step installs srtctl's default release 0.8.0 first; "
+            "say `dynamo.install: false` if the image ships Dynamo"
+        ]
 
 
 def test_install_false_installs_nothing() -> None:
     p = plan(_SGLANG_DYNAMO + "dynamo: {install: false}\n")
+    assert not [w for w in p.warnings if w.startswith("dynamo:")]
     for name in ("agg_0_node1", "frontend_0"):
         assert p.unit(name).srun.export_env == {}
         assert "pip install" not in (p.unit(name).preamble or "")
