@@ -18,7 +18,7 @@ from srtd.cluster import Cluster
 from srtd.layout import Place, log_file
 from srtd.recipe import Recipe
 from srtd.topology import Endpoint, NodeMap, PortAllocator, Process
-from srtd.unit import Container
+from srtd.unit import Container, PowerSampling
 
 LOGS_IN_CONTAINER = "/logs"
 MODEL_IN_CONTAINER = "/model"
@@ -51,6 +51,7 @@ class PlanContext:
     files: dict[str, str] = field(default_factory=dict)  # host path -> content, written before launch
     mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own
     mooncake_pool: dict[str, Any] | None = None  # TRT-LLM's pool master: its options (workers join the pool)
+    power: PowerSampling | None = None  # what srtd samples from power telemetry's GPU exporters
     _warned: set[str] = field(default_factory=set)
     _process_index: dict[str, tuple[list[Process], int, dict[Endpoint, list[Process]]]] = field(default_factory=dict)
 

@@ -318,6 +318,36 @@ class Publisher(_Frozen):
     log: str
 
 
+# --------------------------------------------------------------------------- power sampling
+
+
+class PowerEndpoint(_Frozen):
+    """One GPU exporter srtd samples: its node and its metrics URL."""
+
+    node: str
+    url: str
+
+
+class PowerSampling(_Frozen):
+    """srtd's sampling of GPU power over the job (`telemetry.enabled`, docs/services.md).
+
+    Plain data: every `interval_seconds` srtd reads `metric` from each endpoint, a GPU
+    being the sample's `index_label` (and `identity_label`), and appends the readings to
+    `<dir>/samples.csv`; the benchmark client marks its windows in `<dir>/windows`; after
+    the job `<dir>/manifest.json` says whether every window is covered.  With
+    `required`, a job whose power data does not cover its windows fails.
+    """
+
+    dir: str  # host path (the log directory's storage_subdir)
+    endpoints: tuple[PowerEndpoint, ...]
+    metric: str  # the power metric as the exporter writes it (its scope when it has one)
+    index_label: str
+    identity_label: str | None = None
+    interval_seconds: float = 1.0
+    request_timeout_seconds: float = 2.0
+    required: bool = False
+
+
 # --------------------------------------------------------------------------- status reporting
 
 
@@ -398,6 +428,7 @@ class Plan(_Frozen):
     # added to every port srtd chose (docs/topology.md); left out of the JSON while 0
     port_offset: int = 0
     publishers: tuple[Publisher, ...] = ()  # run after the job in this order; left out of the JSON while empty
+    power: PowerSampling | None = None  # srtd samples GPU power (telemetry.enabled); no key in the JSON without
 
     @model_serializer(mode="wrap")
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -411,6 +442,8 @@ class Plan(_Frozen):
             del data["reporting"]
         if not data.get("port_offset"):
             data.pop("port_offset", None)
+        if data.get("power", "") is None:
+            del data["power"]
         return data
 
     def outside_log_dir(self) -> list[str]:

@@ -11,6 +11,11 @@ Requests and errors are counted from aiperf's per-request export
 summary JSON is then missing).  Any failed request, a short count, or a non-zero
 aiperf exit makes the program exit 1, so the job fails.
 
+With power telemetry (`SRT_MEASUREMENT_WINDOW_DIR` set, docs/services.md) each level is a
+measurement window: `<dir>/aiperf_c<N>.json`, marked `running` as its aiperf run starts and
+`completed` (or `failed`) when it ends, in srt-slurm's window format, so srtd can tell the
+power each level drew.
+
 Under observability's Nsight Systems capture (`SRT_NSYS_CONTROL_SCRIPT` and
 `SRT_NSYS_CONTROL_DIR` set, docs/engines.md) each level is its own window: opened
 before its aiperf run, closed after it, so each concurrency gets its own report; a
@@ -24,6 +29,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -207,6 +213,37 @@ def window(action: str) -> str | None:
     return None if done.returncode == 0 else f"the Nsight Systems window did not {action} (exit {done.returncode})"
 
 
+WINDOW_DIR_ENV = "SRT_MEASUREMENT_WINDOW_DIR"
+
+
+def mark_window(concurrency: int, start: float, end: float | None = None, why: str | None = None) -> None:
+    """Write one level's measurement window (running, then completed or failed), if the job measures power."""
+    folder = os.environ.get(WINDOW_DIR_ENV)
+    if not folder:
+        return
+    status = "running" if end is None else "failed" if why else "completed"
+    doc = {
+        "schema_version": 1,
+        "clock_source": "head_node_unix_clock",
+        "benchmark_type": "aiperf",
+        "concurrency": concurrency,
+        "status": status,
+        "benchmark_start_time_unix": start,
+        "benchmark_end_time_unix": end,
+        "duration": None if end is None else round(end - start, 6),
+        "reason": why,
+        "result_path": None,
+    }
+    path = Path(folder) / f"aiperf_c{concurrency}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:  # the benchmark goes on; the power check will say the window is missing
+        say(f"cannot mark the measurement window in {folder}: {e}")
+
+
 def run(s: Settings, concurrencies: list[int], output: Path | None) -> int:
     levels: list[Level] = []
     windows: list[str] = []  # a window that failed: the capture is incomplete, so is the run
@@ -214,7 +251,10 @@ def run(s: Settings, concurrencies: list[int], output: Path | None) -> int:
         if why := window("start"):
             windows.append(f"concurrency {concurrency}: {why}")
             break
+        start = time.time()
+        mark_window(concurrency, start)
         levels.append(run_level(s, concurrency))
+        mark_window(concurrency, start, time.time(), levels[-1].failure(s.requests))
         if why := window("stop"):
             windows.append(f"concurrency {concurrency}: {why}")
             break

@@ -104,6 +104,14 @@ def render_plan(plan: Plan, console: Console) -> None:
         where = ", ".join(plan.reporting.endpoints)
         prefix = f", job id {plan.reporting.job_id_prefix}<job id>" if plan.reporting.job_id_prefix else ""
         console.print(f"status reporting: {where} (token from ${plan.reporting.token_env}{prefix})", markup=False)
+    if plan.power is not None:
+        power = plan.power
+        gate = "; the job fails (exit 7) unless every window is covered" if power.required else ""
+        console.print(
+            f"power: {power.metric} from {len(power.endpoints)} exporter(s) every {power.interval_seconds:g} s"
+            f" -> {power.dir}/samples.csv, windows checked into manifest.json{gate}",
+            markup=False,
+        )
 
 
 def _render_unit(unit: Unit, console: Console, srun_line: str | None) -> None:

@@ -172,7 +172,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     """
     from srtd.attach import serve
     from srtd.launch import LocalLauncher
-    from srtd.reporting import publish_results, status_service
+    from srtd.reporting import power_telemetry, publish_results, status_service
     from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
@@ -185,8 +185,10 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     _local_path()
     console = JsonConsole() if as_json else _live_console() if not plain and sys.stderr.isatty() else None
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
-    services = [serve, status_service()]
-    after = [publish_results]  # reporting.publishers, once the results have passed the gate
+    # power telemetry: sampled while the job runs, checked before the publishers see the results
+    power_service, check_power = power_telemetry()
+    services = [serve, status_service(), power_service]
+    after = [check_power, publish_results]  # reporting.publishers, once the results have passed the gate
     if local:
         try:
             return supervise(

@@ -237,6 +237,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         reporting=reporting,
         port_offset=ctx.port_offset,
         publishers=publishers(recipe, lambda stem: ctx.log(stem, Place.JOB)),
+        power=ctx.power,
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)

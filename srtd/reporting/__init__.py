@@ -12,6 +12,9 @@ Public surface:
 - `publish_results`: the after-job hook that runs the plan's result publishers
   (`srtd.supervisor.run(..., after_job=[publish_results])`); `publication` is the
   document they read.
+- `power_telemetry()`: a service and an after-job hook sharing one `PowerSampler`: GPU
+  power sampled from the plan's `power` exporters while the job runs, then every
+  measurement window checked and `manifest.json` written (docs/services.md).
 - `StageFold`, `Status`, `Stage`, `Request`: the pure event -> request logic and the
   contract's values.
 
@@ -26,6 +29,7 @@ from srtd.reporting._service import status_service
 if TYPE_CHECKING:
     from srtd.reporting._contract import Request, Stage, Status
     from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
+    from srtd.reporting._power import PowerSampler, power_telemetry
     from srtd.reporting._publishers import PUBLISH_FORMAT, publication, publish_results
     from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted
 
@@ -35,6 +39,7 @@ _LAZY = {
     **dict.fromkeys(("Request", "Stage", "Status"), "_contract"),
     **dict.fromkeys(("PHASE_STAGE", "StageFold", "collector_job_id"), "_fold"),
     **dict.fromkeys(("PUBLISH_FORMAT", "publication", "publish_results"), "_publishers"),
+    **dict.fromkeys(("PowerSampler", "power_telemetry"), "_power"),
     **dict.fromkeys(("FINAL_WAIT", "StatusReporter", "post_submitted", "report_submitted"), "_reporter"),
 }
 
@@ -46,6 +51,7 @@ __all__ = [
     "FINAL_WAIT",
     "PHASE_STAGE",
     "PUBLISH_FORMAT",
+    "PowerSampler",
     "Request",
     "Stage",
     "StageFold",
@@ -53,6 +59,7 @@ __all__ = [
     "StatusReporter",
     "collector_job_id",
     "post_submitted",
+    "power_telemetry",
     "publication",
     "publish_results",
     "report_submitted",

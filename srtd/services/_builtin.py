@@ -9,7 +9,14 @@ from srtd.context import PlanContext
 from srtd.layout import Place
 from srtd.recipe import ServiceConfig
 from srtd.services._kind import Instance, ServiceKind, register_service
-from srtd.services._telemetry import EXPORTERS_FILE, WINDOW_ENV, exporters_document, gpu_exporter_port, window_dir
+from srtd.services._telemetry import (
+    EXPORTERS_FILE,
+    WINDOW_ENV,
+    exporters_document,
+    gpu_exporter_port,
+    power_sampling,
+    window_dir,
+)
 from srtd.topology import FRONTEND_PUBLIC_PORT
 from srtd.unit import HttpProbe, LogProbe, Readiness
 
@@ -166,6 +173,7 @@ class DcgmExporter(_Exporter):
             port = self.ports(svc, ctx.port_offset)["metrics"]
             doc = exporters_document(ctx, placed_nodes_of(ctx, svc), port)
             ctx.files[posixpath.join(ctx.log_dir, ctx.recipe.telemetry.storage_subdir, EXPORTERS_FILE)] = doc
+            ctx.power = power_sampling(ctx, placed_nodes_of(ctx, svc), port)  # and srtd samples it
         if svc.command:
             return list(svc.command)
         interval = svc.options.get("collect_interval_ms", ctx.recipe.observability.tachometer.collect_interval_ms)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.recipe import Recipe
+from srtd.unit import PowerEndpoint, PowerSampling
 
 GPU_EXPORTER = "dcgm-exporter"  # the service kind that runs a GPU exporter
 WINDOW_ENV = "SRT_MEASUREMENT_WINDOW_DIR"
@@ -125,3 +126,21 @@ def exporters_document(ctx: PlanContext, nodes: Iterable[str], port: int) -> str
         "windows": window_dir(ctx),
     }
     return json.dumps(doc, indent=2) + "\n"
+
+
+def power_sampling(ctx: PlanContext, nodes: Iterable[str], port: int) -> PowerSampling:
+    """What srtd samples over the job: the power metric of every GPU exporter (`Plan.power`)."""
+    telemetry = ctx.recipe.telemetry
+    doc = json.loads(exporters_document(ctx, nodes, port))
+    power = doc["gpu_metrics"].get("power") or {}
+    labels = doc["gpu_labels"]
+    return PowerSampling(
+        dir=posixpath.join(ctx.log_dir, telemetry.storage_subdir),
+        endpoints=tuple(PowerEndpoint(node=e["node"], url=e["url"]) for e in doc["endpoints"]),
+        metric=power.get("scope") or power["metric"],
+        index_label=labels["index"],
+        identity_label=labels.get("identity"),
+        interval_seconds=telemetry.collect_interval_ms / 1000,
+        request_timeout_seconds=telemetry.request_timeout_seconds,
+        required=telemetry.required,
+    )

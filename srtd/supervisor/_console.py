@@ -190,7 +190,7 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     subject = event.unit if event.unit is not None else "job"
     if event.detail and isinstance(event.detail.get("result"), dict):
         return f"{subject} result", result_fields(event.detail["result"])
-    if event.unit is None and event.detail and ("publisher" in event.detail or "publishers" in event.detail):
+    if event.unit is None and event.detail and {"publisher", "publishers", "power"} & event.detail.keys():
         # an after-job hook's outcome: its own words, not the job's state while it ran
         return event.reason or "publishers", {}
     message = f"{subject} {event.state}"

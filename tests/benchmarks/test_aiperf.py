@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,34 @@ def test_a_window_that_does_not_open_fails_the_run_before_any_request(tmp_path: 
     assert "FAILED: concurrency 1: the Nsight Systems window did not start (exit 1)" in done.stderr + done.stdout
     assert not (tmp_path / "aiperf").exists() or not any((tmp_path / "aiperf").iterdir())
     assert json.loads((tmp_path / "bench.json").read_text())["levels"] == []
+
+
+def test_each_level_is_a_measurement_window_when_the_job_measures_power(tmp_path: Path) -> None:
+    windows = tmp_path / "power" / "windows"
+    before = time.time()
+    done = driver(tmp_path, "1", "4", env={"SRT_MEASUREMENT_WINDOW_DIR": str(windows), "FAKE_AIPERF_ERRORS": "0"})
+    after = time.time()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in windows.iterdir()) == ["aiperf_c1.json", "aiperf_c4.json"]  # no temporary left
+    one, four = (json.loads((windows / f"aiperf_c{c}.json").read_text()) for c in (1, 4))
+    for doc, concurrency in ((one, 1), (four, 4)):
+        assert {k: doc[k] for k in ("schema_version", "benchmark_type", "concurrency", "status", "reason")} == {
+            "schema_version": 1,
+            "benchmark_type": "aiperf",
+            "concurrency": concurrency,
+            "status": "completed",
+            "reason": None,
+        }
+        start, end = doc["benchmark_start_time_unix"], doc["benchmark_end_time_unix"]
+        assert before <= start < end <= after
+        assert doc["duration"] == round(end - start, 6)
+    # the levels run one after the other: their windows do not overlap
+    assert one["benchmark_end_time_unix"] <= four["benchmark_start_time_unix"]
+
+
+def test_a_failed_level_marks_its_window_failed_with_the_reason(tmp_path: Path) -> None:
+    windows = tmp_path / "windows"
+    done = driver(tmp_path, "2", env={"SRT_MEASUREMENT_WINDOW_DIR": str(windows), "FAKE_AIPERF_EXIT": "3"})
+    assert done.returncode == 1
+    doc = json.loads((windows / "aiperf_c2.json").read_text())
+    assert (doc["status"], doc["reason"]) == ("failed", "aiperf exited with 3")

@@ -262,8 +262,8 @@ ALLOWED: tuple[Allow, ...] = (
         "<unnamed clock_sync_*>",
         "missing",
         "",
-        "srtctl checks each node's NTP sync before it samples power across nodes itself; srtd does not sample "
-        "power (the exporters run, the client marks its windows), so it has no clocks to compare (docs/services.md)",
+        "srtctl checks each node's NTP sync before it samples power; srtd samples without that check yet "
+        "(docs/services.md, sampling and the windows' power)",
     ),
     Allow(
         "service_*-exporter|service_*-exporter_*",

@@ -89,6 +89,34 @@ def test_no_gpu_exporter_no_windows() -> None:
     assert "SRT_MEASUREMENT_WINDOW_DIR" not in p.unit("benchmark").env
 
 
+def test_the_plan_says_what_srtd_samples_from_every_exporter() -> None:
+    p = plan(AGG + AMD.replace("  enabled: true\n", "  enabled: true\n  required: true\n  collect_interval_ms: 500\n"))
+    assert p.power is not None
+    assert p.power.model_dump(mode="json") == {
+        "dir": "outputs/local/logs/power",
+        "endpoints": [
+            {"node": "node1", "url": "http://node1:5000/metrics"},
+            {"node": "node2", "url": "http://node2:5000/metrics"},
+        ],
+        "metric": "amd_device_metrics_exporter_gpu_power_usage",  # the scope: how the exporter writes it
+        "index_label": "gpu_id",
+        "identity_label": "serial_number",
+        "interval_seconds": 0.5,
+        "request_timeout_seconds": 2.0,
+        "required": True,
+    }
+    dcgm = plan(AGG + "telemetry: {enabled: true}\n").power
+    assert dcgm is not None
+    assert (dcgm.metric, dcgm.index_label, dcgm.identity_label) == ("DCGM_FI_DEV_POWER_USAGE", "gpu", "UUID")
+
+
+def test_no_telemetry_no_power_key_in_the_plan() -> None:
+    p = plan(AGG, head=HEAD_TACH)  # the scraper's exporters alone: srtd samples nothing
+    assert p.power is None
+    assert '"power"' not in p.dumps()
+    assert plan(AGG + AMD, local=True).power is None  # local runs have no GPU exporter
+
+
 @pytest.mark.parametrize(
     ("exporter", "problems"),
     [
