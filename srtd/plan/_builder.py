@@ -15,6 +15,7 @@ from srtd.errors import PlanError, Problem, RecipeError
 from srtd.frontends import Frontend, frontend_names, get_frontend
 from srtd.layout import Place
 from srtd.plan._checks import check_after, check_unique_names, cycle_problem, port_problems
+from srtd.plan._clock import clock_units
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
@@ -201,6 +202,7 @@ def _checked_units(
     if problems:
         raise PlanError(problems)
     setup, teardown = host_units(ctx, max((u.tier for u in units), default=0))
+    setup += clock_units(ctx)
     return start_order(with_host_steps(units, setup, teardown)), bench
 
 

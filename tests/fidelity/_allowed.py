@@ -260,10 +260,14 @@ ALLOWED: tuple[Allow, ...] = (
     ),
     Allow(
         "<unnamed clock_sync_*>",
-        "missing",
+        "program",
         "",
-        "srtctl checks each node's NTP sync before it samples power; srtd samples without that check yet "
-        "(docs/services.md, sampling and the windows' power)",
+        "srtd's own clock check (docs/services.md, the clock check): the same time sources in the same order "
+        "(timedatectl, chronyc, ntpq, the kernel's adjtimex), in its own words",
+        values=lambda d, _o: all(
+            str(v).startswith("bash -c ") and all(t in str(v) for t in ("timedatectl", "chronyc", "ntpq", "adjtimex"))
+            for v in (d.upstream, d.srtd)
+        ),
     ),
     Allow(
         "service_*-exporter|service_*-exporter_*",
