@@ -56,8 +56,10 @@ fi
 if kernel=$(python3 -c {shlex.quote(_KERNEL)} 2>&1); then
   echo "$node: clock synchronised (kernel: $kernel)"; exit 0
 fi
-printf "%s\\n" "$node: clock not synchronised" "  timedatectl: $said" "  chronyc: $chrony" \\
-  "  ntpq: $ntp" "  kernel: $kernel" >&2
+nl="
+"  # a newline: each source's answer is shown on one line
+printf "%s\\n" "$node: clock not synchronised" "  timedatectl: ${{said//$nl/; }}" "  chronyc: ${{chrony//$nl/; }}" \\
+  "  ntpq: ${{ntp//$nl/; }}" "  kernel: ${{kernel//$nl/; }}" >&2
 exit 1
 """
 

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1", help="the address it listens on (a dev cluster node's: 0.0.0.0)")
     p.add_argument("--gpus", type=int, default=2)
     p.add_argument("--watts", type=float, default=100.0)
     args = p.parse_args()
@@ -34,7 +35,7 @@ def main() -> int:
         def log_message(self, *_: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"gpu exporter on :{args.port}", flush=True)
     server.serve_forever()
