@@ -118,7 +118,8 @@ class Cluster(BaseSettings):
     """`split`: worker logs under `workers/`, service logs under `services/logs/`, telemetry under
     `telemetry/` (srt-slurm's newest layout); `flat`: every log at the top of the log directory."""
     reporting: ReportingConfig | None = None
-    """Status collectors of every job (`reporting.status`, as in a recipe); a recipe's own `reporting.status` wins."""
+    """Every job's status collectors and log upload (`reporting.status`, `reporting.s3`, as in a recipe); a
+    recipe's own fields win over these, field by field."""
     default_host_setup: HostSetupConfig | None = None
     """Host hooks of every job (`host_setup`, as in a recipe); a recipe that writes `host_setup` replaces them."""
 

@@ -18,6 +18,7 @@ from srtd.plan._checks import check_after, check_unique_names, cycle_problem, po
 from srtd.plan._clock import clock_units
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
+from srtd.plan._postprocess import phases_with_postprocess, postprocess_units
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
@@ -203,6 +204,8 @@ def _checked_units(
         raise PlanError(problems)
     setup, teardown = host_units(ctx, max((u.tier for u in units), default=0))
     setup += clock_units(ctx)
+    # the log upload is the very last tier: after the host teardown steps too
+    teardown += postprocess_units(ctx, max((u.tier for u in [*units, *teardown]), default=0))
     return start_order(with_host_steps(units, setup, teardown)), bench
 
 
@@ -228,7 +231,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         nodes=nodemap.as_dict(),
         allocation=nodemap.allocation,
         addresses={n: ctx.address(n) for n in nodemap.allocation},
-        phases=phases_with_hosts(PHASES, units),
+        phases=phases_with_postprocess(phases_with_hosts(PHASES, units), units),
         units=tuple(without_token(units, reporting)),
         gate=bench.gate,
         hold=hold,

@@ -106,10 +106,10 @@ class AIAnalysisConfig(Section):
 class S3Config(Section):
     """Upload of the log directory to S3-compatible storage."""
 
-    bucket: str
-    """Bucket name."""
+    bucket: str | None = None
+    """Bucket name (the job's or the cluster's `reporting.s3` must name one)."""
     prefix: str | None = None
-    """Prefix within the bucket."""
+    """Prefix within the bucket (default `srtslurm`): logs go to `<prefix>/<YYYY-MM-DD>/<job id>/`."""
     region: str | None = None
     """Region."""
     endpoint_url: str | None = None
@@ -119,9 +119,9 @@ class S3Config(Section):
     secret_access_key: str | None = None
     """Refused: set AWS_SECRET_ACCESS_KEY in the environment."""
     exclude: StrSeq | None = None
-    """Patterns left out of the upload."""
+    """Patterns `aws s3 sync` leaves out, relative to the log directory; unset: srt-slurm's defaults, `[]`: none."""
     archive: StrSeq | None = None
-    """Patterns packed into one archive."""
+    """Patterns (Python globs) packed into one archive uploaded next to the logs; unset: srt-slurm's defaults."""
 
     @model_validator(mode="after")
     def _secrets(self) -> S3Config:

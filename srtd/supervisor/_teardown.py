@@ -113,7 +113,8 @@ async def teardown(every: Sequence[UnitRunner], stop: Stop) -> None:
 
 
 async def run_teardown_steps(hooks: Sequence[UnitRunner], *, touched: bool) -> None:
-    """The last tier: the host teardown steps, launched together once every other tier is down.
+    """The last tiers: the host teardown steps, launched together once every other tier is down,
+    then the log upload (`postprocess`) once they have ended: one tier after another.
 
     Each ends by itself, or at its `run_timeout` (stopped, and failed with one line); a
     second Ctrl-C kills them like any live process.  A job that launched nothing has
@@ -123,6 +124,8 @@ async def run_teardown_steps(hooks: Sequence[UnitRunner], *, touched: bool) -> N
         for runner in hooks:
             runner.end_as(UnitState.STOPPED, "not run: the job launched nothing")
         return
-    async with anyio.create_task_group() as tg:
-        for runner in hooks:
-            tg.start_soon(runner.run)
+    for tier in sorted({r.unit.tier for r in hooks}):  # the host teardown steps, then the log upload
+        async with anyio.create_task_group() as tg:
+            for runner in hooks:
+                if runner.unit.tier == tier:
+                    tg.start_soon(runner.run)

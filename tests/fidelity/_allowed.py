@@ -12,6 +12,8 @@ here.  The last group lists what srtd does not launch yet: features, not drift.
 
 from __future__ import annotations
 
+import re
+
 from tests.fidelity._compare import Allow, Diff, Outcome
 
 
@@ -61,6 +63,21 @@ def _miles_recipe_flags(diff: Diff, _out: Outcome) -> bool:
     flags = " --sglang-router-port 31000 --use-prometheus --prometheus-port 9090 --prometheus-run-name "
     ups, ours = str(diff.upstream or ""), str(diff.srtd or "")
     return ups.startswith(ours + flags)
+
+
+def _same_s3_upload(diff: Diff, _out: Outcome) -> bool:
+    """Both are a bash script that syncs the log directory to the same S3 URL (the day aside: upstream's
+    snapshot writes `<date>`) with as many exclude patterns."""
+
+    def shape(text: str) -> tuple[str, list[str]]:
+        # srtd's step fills in the day itself (`url=s3://.../"$day"/<job>/`); upstream's snapshot writes <date>
+        text = text.replace('"$day"', "<date>")
+        urls = [re.sub(r"/\d{4}-\d{2}-\d{2}/", "/<date>/", u) for u in re.findall(r"s3://[^\s'\"$]+", text)]
+        return max(urls, key=len, default=""), re.findall(r"\((\d+) exclude pattern", text)
+
+    ups, ours = str(diff.upstream or ""), str(diff.srtd or "")
+    both = (ups, ours)
+    return all(t.startswith("bash -c ") and "s3 sync" in t for t in both) and shape(ups) == shape(ours) != ("", [])
 
 
 # Where a colocated decode worker lands decides its node, GPUs and per-node ports.
@@ -207,6 +224,14 @@ ALLOWED: tuple[Allow, ...] = (
         "the client's window hooks are srtd's own program in the job's log directory (same start/stop commands)",
         values=lambda d, _o: all(str(v).endswith("/nsys_window.py") for v in (d.upstream, d.srtd)),
     ),
+    Allow(
+        "<unnamed postprocess>",
+        "program",
+        "",
+        "the log upload (`reporting.s3`) is srtd's own script (docs/results.md, uploading the logs to S3): the same "
+        "aws s3 sync of the log directory to the same URL with the same excludes, status file and exit code 11",
+        values=_same_s3_upload,
+    ),
     # --- mounts srtd does not need
     Allow(
         "*",
@@ -243,7 +268,6 @@ ALLOWED: tuple[Allow, ...] = (
         "and this one runs once the cluster names its binary (then the client gets these variables)",
         side="dropped",
     ),
-    Allow("<unnamed postprocess>", "missing", "", "reporting.s3 upload after the job: not run by srtd yet"),
     Allow(
         "<unnamed telemetry_*>",
         "missing",
