@@ -20,6 +20,7 @@ the client's: the nodes' clocks must agree (NTP), as under srtctl.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import csv
 import itertools
@@ -167,13 +168,16 @@ def read_windows(folder: Path) -> list[dict[str, Any] | str]:
 
 
 def _span(device: Device, start: float, end: float) -> tuple[list[tuple[float, float]], float] | None:
-    """The samples that bracket [start, end] (the last at or before, the first at or after), and the largest gap."""
+    """The samples that bracket [start, end] (the last at or before, the first at or after), and the largest gap.
+
+    A device's readings are in the order they were taken, so both ends are a bisection
+    (hours of 1 Hz samples, one window after another).
+    """
     times = device.times
-    before = [i for i in range(len(times)) if times[i] <= start]
-    after = [i for i in range(len(times)) if times[i] >= end]
-    if not before or not after:
+    first = bisect.bisect_right(times, start) - 1
+    last = bisect.bisect_left(times, end)
+    if first < 0 or last == len(times):
         return None
-    first, last = before[-1], after[0]
     points = [(times[i], device.watts[i]) for i in range(first, last + 1)]
     gap = max((b[0] - a[0] for a, b in itertools.pairwise(points)), default=0.0)
     return points, gap
