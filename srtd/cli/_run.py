@@ -170,6 +170,9 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     journal (events.jsonl) and the plan go to the log directory.  SIGTERM, SIGINT,
     SIGHUP and SIGUSR1 stop the job tier by tier; a second Ctrl-C kills at once.
     """
+    from srtd import _early_signals
+
+    _early_signals.catch()  # a stop signal from now on waits for the supervisor instead of killing srtd
     from srtd.attach import serve
     from srtd.launch import LocalLauncher
     from srtd.reporting import power_telemetry, publish_results, status_service

@@ -4,7 +4,8 @@ SIGTERM, SIGINT, SIGHUP and SIGUSR1 (the early warning of `sbatch --signal=B:USR
 request the graceful, tiered teardown; a SIGINT after a stop was already requested
 (a second Ctrl-C) kills everything at once.  The handler only feeds a `Stop`: it runs
 as an ordinary task reading `anyio.open_signal_receiver`, never inside a C-level
-signal handler.
+signal handler.  Signals that came before it listened (`srtd run` notes them from its
+first moment: `srtd._early_signals`) are acted on first, in order, as if they had just come.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import Unpack
 import anyio
 import anyio.abc
 
+from srtd import _early_signals
 from srtd.errors import SrtdError
 from srtd.launch import Launcher, StopCause
 from srtd.supervisor._job import JobOptions, JobResult, Service, supervise
 from srtd.supervisor._teardown import EXPLAIN_WAIT, Stop
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+STOP_SIGNALS = _early_signals.STOP_SIGNALS
 
 
 StopReason = Callable[[int], Awaitable[StopCause | None]]
@@ -40,24 +42,31 @@ async def relay_signals(
     launcher knows: under Slurm a SIGUSR1 with little time left is the early warning), and
     that reason goes into the job's final event.
     """
+
+    async def relay(signum: int) -> None:
+        if stop.requested.is_set() and signum == signal.SIGINT:
+            stop.kill(signum)
+            return
+        first = not stop.requested.is_set()
+        stop.request(signum)  # first: the teardown never waits for the explanation
+        if explain is not None and first:
+            stop.explaining = True
+            cause = None
+            try:
+                with anyio.move_on_after(EXPLAIN_WAIT):
+                    cause = await explain(signum)
+            finally:
+                stop.explained.set()
+            if cause is not None:
+                stop.explain(cause.reason, time_limit=cause.time_limit)
+
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         task_status.started()
+        # the receiver holds the handlers now: what came while srtd was starting can be taken
+        for signum in _early_signals.take():
+            await relay(signum)
         async for signum in signals:
-            if stop.requested.is_set() and signum == signal.SIGINT:
-                stop.kill(signum)
-                continue
-            first = not stop.requested.is_set()
-            stop.request(signum)  # first: the teardown never waits for the explanation
-            if explain is not None and first:
-                stop.explaining = True
-                cause = None
-                try:
-                    with anyio.move_on_after(EXPLAIN_WAIT):
-                        cause = await explain(signum)
-                finally:
-                    stop.explained.set()
-                if cause is not None:
-                    stop.explain(cause.reason, time_limit=cause.time_limit)
+            await relay(signum)
 
 
 def run(

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "layout",
         "_registry",
         "_lazy",
+        "_early_signals",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),

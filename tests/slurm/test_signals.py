@@ -50,9 +50,14 @@ def short_timeouts(plan: dict[str, Any]) -> None:
 
 
 def start_job(
-    tmp_path: Path, token: str, *, edit: Callable[[dict[str, Any]], None] = short_timeouts, **script: Any
+    tmp_path: Path,
+    token: str,
+    *,
+    edit: Callable[[dict[str, Any]], None] = short_timeouts,
+    until: str = "running",
+    **script: Any,
 ) -> tuple[str, Path, Path]:
-    """Submit the tiers job (srtd run plan.json as the batch shell); wait until it runs."""
+    """Submit the tiers job (srtd run plan.json as the batch shell); wait until the job reaches `until`."""
     record = tmp_path / "record"
     recipe = tmp_path / "tiers.yaml"
     recipe.write_text(tiers_recipe(token, record))
@@ -62,7 +67,7 @@ def start_job(
 
     def running() -> bool:
         try:
-            return any(e.get("unit") is None and e["state"] == "running" for e in journal(log_dir))
+            return any(e.get("unit") is None and e["state"] == until for e in journal(log_dir))
         except (OSError, ValueError):
             return False
 
@@ -150,7 +155,10 @@ def test_the_early_warning_starts_the_teardown_before_the_time_limit(
         short_timeouts(plan)
         plan["teardown"]["early_warning_seconds"] = 45
 
-    job, log_dir, _ = start_job(tmp_path, token, edit=edit, time_limit="1", signal="B:USR1@45")
+    # Slurm may send the warning up to 60 s early: with a one-minute limit, even in srtd's first
+    # second, before the job runs.  srtd notes it then (it would otherwise die of it, journal-less)
+    # and acts on it once it listens, so the job may never reach `running`: wait for its start.
+    job, log_dir, _ = start_job(tmp_path, token, edit=edit, until="starting", time_limit="1", signal="B:USR1@45")
     state = wait_gone(job, timeout=180)
     assert state["JobState"] != "TIMEOUT", state
     assert state["ExitCode"] == "138:0", state

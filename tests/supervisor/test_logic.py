@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import anyio
 import httpx
 import pytest
 
+from srtd import _early_signals
 from srtd.errors import PlanError
 from srtd.events import JobState, JobView, UnitState
 from srtd.launch import FakeLauncher, FakeRun, StopCause
@@ -635,3 +636,48 @@ async def test_generated_files_are_written_before_any_launch(tmp_path: Path) -> 
         result = await supervise(plan, Spy(default=FakeRun(exit_after=0.1)), console=NullConsole())
     assert result.exit_code == 0
     assert seen == ["worker_processes 1;\n"]
+
+
+@pytest.fixture
+def early_signals() -> Iterator[None]:
+    """`srtd run`'s early catch installed in this process, the default handlers put back after."""
+    before = {s: signal.getsignal(s) for s in _early_signals.STOP_SIGNALS}
+    _early_signals.take()
+    _early_signals.catch()
+    try:
+        yield
+    finally:
+        _early_signals.take()
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@pytest.mark.usefixtures("early_signals")
+async def test_a_signal_that_came_while_srtd_was_starting_stops_the_job_once_it_listens(tmp_path: Path) -> None:
+    """Slurm's early warning can come in srtd's first second (up to 60 s early): it is noted, not fatal,
+    and the relay acts on it as soon as it listens, explained like any other."""
+    os.kill(os.getpid(), signal.SIGUSR1)  # before anything listens: its default action would end pytest
+    stop = Stop()
+    asked: list[int] = []
+
+    async def explain(signum: int) -> StopCause:
+        asked.append(signum)
+        return StopCause("received SIGUSR1 45 s before the time limit", time_limit=True)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(relay_signals, stop, explain=explain))
+        run = await go(tmp_path, [fu("a")], hold=True, stop=stop)
+        tg.cancel_scope.cancel()
+    assert asked == [signal.SIGUSR1]
+    assert (run.result.state, run.result.exit_code) == (JobState.CANCELLED, 128 + signal.SIGUSR1)
+    assert run.result.reason == "received SIGUSR1 45 s before the time limit"
+    assert _early_signals.take() == []  # taken once, by the relay
+
+
+@pytest.mark.usefixtures("early_signals")
+def test_while_starting_one_ctrl_c_is_noted_and_a_second_interrupts() -> None:
+    os.kill(os.getpid(), signal.SIGHUP)
+    os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+    assert _early_signals.take() == [signal.SIGHUP, signal.SIGINT]
