@@ -101,12 +101,13 @@ def test_restart_never_on_a_critical_worker_fails_the_job_within_a_second(tmp_pa
 def test_a_fatal_engine_line_fails_the_job_at_once(tmp_path: Path, stack: Stack) -> None:
     # A panicked tokio task leaves the mocker up and serving nothing: only the log says so.
     # The setup script (run in each worker's step before the engine) prints the panic
-    # line a few seconds later, mid-benchmark, from the worker's own process group.
+    # line a few seconds later, mid-benchmark, from the worker's own process group.  Each worker
+    # stamps its own marker: the teardown may kill the other's mid-write.
     marker = tmp_path / "panicked-at"
     script = tmp_path / "panic.sh"
     script.write_text(
         "( sleep 6\n"
-        f"  date +%s.%N > {marker}\n"
+        f'  date +%s.%N > {marker}."$SRTD_UNIT"\n'
         "  echo \"thread 'tokio-runtime-worker' panicked at lib/llm/src/mocker/engine.rs:1:1:\"\n"
         ") &\n"
     )
@@ -121,7 +122,7 @@ def test_a_fatal_engine_line_fails_the_job_at_once(tmp_path: Path, stack: Stack)
     assert "fatal log line: thread 'tokio-runtime-worker' panicked at" in (stopping.reason or "")
     culprit = next(e for e in journal if e.state == "failed" and e.unit is not None)
     assert culprit.unit in ("agg_0_node1", "agg_1_node1")
-    line_at = float(marker.read_text())
+    line_at = float(marker.with_name(f"{marker.name}.{culprit.unit}").read_text())
     assert stopping.ts - line_at < 3.0, f"the job stopped {stopping.ts - line_at:.2f} s after the fatal line"
     assert "panicked at" in (job.log_dir / "postmortem.txt").read_text()
     assert_no_leftovers(str(job.log_dir))
