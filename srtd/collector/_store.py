@@ -164,6 +164,10 @@ class Store:
                 )
                 self._event(body.job_id, body.submitted_at, Status.SUBMITTED.value, None, None)
                 return True
+            if self._last_triple(body.job_id) is None:
+                # only a journal batch came first (it makes a bare placeholder): the submission is
+                # still the job's first status, and its history starts with it as if it had come first
+                self._event(body.job_id, body.submitted_at, Status.SUBMITTED.value, None, None)
             # what the job's updates already said wins over what the submission says
             metadata = json.loads(old["metadata"])
             metadata = {**body.metadata, **metadata}

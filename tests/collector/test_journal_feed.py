@@ -135,3 +135,18 @@ async def test_a_full_queue_drops_events_instead_of_waiting(tmp_path: Path, monk
     for event in journal(restarts=10):  # nobody is sending yet
         reporter(event)
     assert reporter.journals[0].dropped == len(journal(restarts=10)) - 8
+
+
+def test_a_journal_batch_before_the_submission_still_leaves_submitted_first_in_the_history(store: Store) -> None:
+    """srtd sends its journal and its status on two queues: the journal may reach the collector
+    first (seen under load), making a bare placeholder; the POST then still starts the history."""
+    from srtd.status_api import JobCreate, JobUpdate
+
+    store.record_journal("7", journal(restarts=0)[:1])
+    store.record_post(JobCreate(job_id="7", job_name="job", submitted_at="2026-12-02T10:00:00Z"))
+    store.record_put("7", JobUpdate(status="starting", updated_at="2026-12-02T10:00:01Z", stage="starting"))
+    assert [e["status"] for e in store.events(0, "7")] == ["submitted", "starting"]
+    # a POST after an update never rewinds the history
+    store.record_put("8", JobUpdate(status="starting", updated_at="2026-12-02T10:00:01Z", stage="starting"))
+    store.record_post(JobCreate(job_id="8", job_name="job", submitted_at="2026-12-02T10:00:00Z"))
+    assert [e["status"] for e in store.events(0, "8")] == ["starting"]
