@@ -167,6 +167,20 @@ class DcgmExporter(_Exporter):
         # a job with a GPU exporter measures power per window: the client marks its windows there
         return {WINDOW_ENV: window_dir(ctx)}
 
+    def readiness(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> Readiness | None:
+        """Under `telemetry.required`, ready once it answers what srtd samples (its /metrics), within
+        `startup_timeout_seconds`: the benchmark then starts with readings to bracket its first window,
+        and an exporter that never answers fails the job at once instead of its power check at the end."""
+        telemetry = ctx.recipe.telemetry
+        if not (telemetry.enabled and telemetry.required):
+            return super().readiness(ctx, svc, inst)
+        port = self.ports(svc, ctx.port_offset)["metrics"]
+        return Readiness(
+            probe=HttpProbe(node=inst.node, port=port, path="/metrics"),
+            timeout_seconds=telemetry.startup_timeout_seconds,
+            interval_seconds=1,
+        )
+
     def command(self, ctx: PlanContext, svc: ServiceConfig, inst: Instance) -> list[str]:
         if ctx.recipe.telemetry.enabled and inst.index == 0:
             # power telemetry reads this exporter: say where it listens and how it names GPUs

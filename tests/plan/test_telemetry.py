@@ -8,6 +8,7 @@ import json
 import pytest
 
 from srtd.cluster import Cluster
+from srtd.unit import HttpProbe
 from tests.plan._util import HEAD, check_problems, load_problems, plan
 
 HEAD_TACH = HEAD.replace("observability: {tachometer: {enabled: false}}\n", "")
@@ -158,3 +159,17 @@ def test_a_gpu_metric_without_its_name_is_one_line_with_its_location() -> None:
         "telemetry.dcgm_exporter.gpu_metrics.power.metric",
         "required field is missing",
     )
+
+
+def test_under_required_power_the_benchmark_waits_for_every_exporter_to_answer() -> None:
+    """The exporter is ready once its /metrics (what srtd samples) answers, within startup_timeout_seconds."""
+    required = AMD.replace("  enabled: true\n", "  enabled: true\n  required: true\n  startup_timeout_seconds: 45\n")
+    p = plan(AGG + required, head=HEAD_TACH)
+    for node in ("node1", "node2"):
+        readiness = p.unit(f"service_dcgm-exporter_{node}").readiness
+        assert readiness is not None
+        assert readiness.probe == HttpProbe(node=node, port=5000, path="/metrics")
+        assert (readiness.timeout_seconds, readiness.interval_seconds) == (45.0, 1)
+    assert {e.unit for e in p.unit("benchmark").after} >= {"service_dcgm-exporter_node1", "service_dcgm-exporter_node2"}
+    # without `required` a late exporter costs at most a window's coverage: it is ready at once, as before
+    assert plan(AGG + AMD, head=HEAD_TACH).unit("service_dcgm-exporter_node1").readiness is None
