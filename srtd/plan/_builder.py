@@ -18,7 +18,7 @@ from srtd.plan._checks import check_after, check_unique_names, cycle_problem, po
 from srtd.plan._clock import clock_units
 from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phase_edges
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
-from srtd.plan._postprocess import phases_with_postprocess, postprocess_units
+from srtd.plan._postprocess import postprocess_units
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
 from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
@@ -231,7 +231,7 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         nodes=nodemap.as_dict(),
         allocation=nodemap.allocation,
         addresses={n: ctx.address(n) for n in nodemap.allocation},
-        phases=phases_with_postprocess(phases_with_hosts(PHASES, units), units),
+        phases=phases_with_hosts(PHASES, units),
         units=tuple(without_token(units, reporting)),
         gate=bench.gate,
         hold=hold,

@@ -21,9 +21,8 @@ from __future__ import annotations
 import shlex
 
 from srtd.context import PlanContext
-from srtd.layout import Place
-from srtd.plan._hosts import KILL_GRACE, SETUP_PHASE
-from srtd.unit import Unit, UnitKind
+from srtd.plan._hosts import host_step, job_nodes
+from srtd.unit import Unit
 
 TIMEOUT = 30.0  # seconds, as srtctl's; each source answers at once or not at all
 
@@ -68,21 +67,10 @@ def clock_units(ctx: PlanContext) -> list[Unit]:
     """One `clock_sync_<node>` step per node of the job, when the job samples power on Slurm."""
     if ctx.local or not ctx.recipe.telemetry.enabled:
         return []
-    nodes = ctx.nodes
-    return [_check(ctx, node) for node in dict.fromkeys((nodes.head, nodes.infra, *nodes.compute))]
+    return [_check(ctx, node) for node in job_nodes(ctx)]
 
 
 def _check(ctx: PlanContext, node: str) -> Unit:
-    name = f"clock_sync_{node}"
-    return Unit(
-        name=name,
-        kind=UnitKind.HOST,
-        phase=SETUP_PHASE,  # the job's first tier, with the setup hooks
-        nodes=(node,),
-        argv=("bash", "-c", CHECK),
-        env={**ctx.job_env(), "SRTD_LOG_DIR": ctx.log_dir},  # the bare host's path, not /logs
-        log=ctx.log(name, Place.JOB),  # beside the host hooks' logs, where srtctl keeps it
-        critical=ctx.recipe.telemetry.required,
-        run_timeout=TIMEOUT,
-        terminate_timeout=KILL_GRACE,
-    )
+    # the job's first tier, with the setup hooks; at the top of logs/ beside theirs, as srtctl keeps it
+    required = ctx.recipe.telemetry.required
+    return host_step(ctx, f"clock_sync_{node}", node, CHECK, critical=required, timeout=TIMEOUT)

@@ -29,6 +29,7 @@ from srtd.unit import Condition, Edge, Unit, UnitKind
 
 SETUP_PHASE = "host_setup"
 TEARDOWN_PHASE = "host_teardown"
+UPLOAD_PHASE = "postprocess"  # the log upload after everything else (`_postprocess`)
 KILL_GRACE = 5.0  # seconds a hook stopped at its timeout gets between SIGTERM and SIGKILL
 
 
@@ -41,10 +42,12 @@ def host_setup(ctx: PlanContext) -> HostSetupConfig:
 
 def host_nodes(ctx: PlanContext) -> tuple[str, ...]:
     """The nodes `host_setup.nodes` names: `workers` (workers and pools) or `all` (head and infra too)."""
-    compute = ctx.nodes.compute
-    if host_setup(ctx).nodes == "workers":
-        return compute
-    return tuple(dict.fromkeys((ctx.nodes.head, ctx.nodes.infra, *compute)))
+    return ctx.nodes.compute if host_setup(ctx).nodes == "workers" else job_nodes(ctx)
+
+
+def job_nodes(ctx: PlanContext) -> tuple[str, ...]:
+    """Every node of the job, each once: head, infra, then the worker and pool nodes."""
+    return tuple(dict.fromkeys((ctx.nodes.head, ctx.nodes.infra, *ctx.nodes.compute)))
 
 
 def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]]:
@@ -66,19 +69,41 @@ def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]
 
 def _step(ctx: PlanContext, phase: str, node: str, commands: Sequence[str]) -> Unit:
     cfg = host_setup(ctx)
-    name = f"{phase}_{node}"
-    # on the bare host the log directory is the host's path, never the container's /logs
-    env = {**ctx.job_env(), "SRTD_LOG_DIR": ctx.log_dir, **dict(ctx.recipe.environment.items())}
+    return host_step(
+        ctx,
+        f"{phase}_{node}",
+        node,
+        " && ".join(commands),
+        phase=phase,
+        env=dict(ctx.recipe.environment.items()),
+        critical=phase == SETUP_PHASE and not cfg.ignore_failure,
+        timeout=float(cfg.timeout_seconds),
+    )
+
+
+def host_step(
+    ctx: PlanContext,
+    name: str,
+    node: str,
+    script: str,
+    *,
+    phase: str = SETUP_PHASE,
+    env: dict[str, str] | None = None,
+    critical: bool,
+    timeout: float,
+) -> Unit:
+    """One step on `node`'s bare host: `bash -c script`, srtd's job variables (and `env`) around it."""
     return Unit(
         name=name,
         kind=UnitKind.HOST,
         phase=phase,
         nodes=(node,),
-        argv=("bash", "-c", " && ".join(commands)),
-        env=env,
-        log=ctx.log(name, Place.JOB),  # srtctl keeps the hooks' output at the top of logs/
-        critical=phase == SETUP_PHASE and not cfg.ignore_failure,
-        run_timeout=float(cfg.timeout_seconds),
+        argv=("bash", "-c", script),
+        # on the bare host the log directory is the host's path, never the container's /logs
+        env={**ctx.job_env(), "SRTD_LOG_DIR": ctx.log_dir, **(env or {})},
+        log=ctx.log(name, Place.JOB),  # srtctl keeps host steps' output at the top of logs/
+        critical=critical,
+        run_timeout=timeout,
         terminate_timeout=KILL_GRACE,
     )
 
@@ -92,8 +117,9 @@ def with_host_steps(units: Sequence[Unit], setup: Sequence[Unit], teardown: Sequ
 
 
 def phases_with_hosts(phases: tuple[str, ...], units: Sequence[Unit]) -> tuple[str, ...]:
-    """The plan's phases, with the host phases around them when the plan has host steps."""
+    """The plan's phases, with the phases of the steps around the job when the plan has them:
+    the host setup before; the host teardown, then the log upload (`_postprocess`), after."""
     present = {u.phase for u in units}
-    before = (SETUP_PHASE,) if SETUP_PHASE in present else ()
-    after = (TEARDOWN_PHASE,) if TEARDOWN_PHASE in present else ()
+    before = tuple(p for p in (SETUP_PHASE,) if p in present)
+    after = tuple(p for p in (TEARDOWN_PHASE, UPLOAD_PHASE) if p in present)
     return (*before, *phases, *after)

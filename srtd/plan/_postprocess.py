@@ -12,9 +12,9 @@ itself holds no date, so the same inputs still give the same plan) with `aws s3 
 leaving out the `exclude` patterns and the files of `archive`, which it packs into one
 compressed bundle uploaded next to them.  Under containers it runs in `python:3.11`
 with only the log directory mounted (at /logs) and installs awscli there; on a bare
-host it uses the `aws` on PATH and installs awscli only when there is none.  It writes where it uploads to into
-`postprocess-status.json` first, so the upload carries it; its output goes to
-`postprocess.log` at the top of the log directory.
+host it uses the `aws` on PATH and installs awscli only when there is none.  It writes
+where it uploads to into `postprocess-status.json` first, so the upload carries it; its
+output goes to `postprocess.log` at the top of the log directory.
 
 The unit is not critical: a failed upload (exit code 11) is a failed unit in the journal
 and the summary, never a change of the job's exit code.  Credentials come only from the
@@ -35,16 +35,15 @@ from srtd.cluster import Cluster
 from srtd.context import LOGS_IN_CONTAINER, PlanContext
 from srtd.errors import PlanError
 from srtd.layout import Place, log_file
+from srtd.plan._hosts import KILL_GRACE, UPLOAD_PHASE
 from srtd.recipe import Recipe
 from srtd.unit import Container, Unit, UnitKind
 
-PHASE = "postprocess"
 NAME = "postprocess"
 LOG_NAME = "postprocess.log"  # srtctl's name for the upload's output
 STATUS_NAME = "postprocess-status.json"
 IMAGE = "python:3.11"
 RUN_TIMEOUT = 600.0  # seconds for installing awscli and a whole sync, as srtctl gives it
-KILL_GRACE = 5.0
 UPLOAD_FAILED = 11  # the step's exit code when awscli cannot be had or an upload fails
 DEFAULT_PREFIX = "srtslurm"
 
@@ -142,7 +141,7 @@ def postprocess_units(ctx: PlanContext, last_tier: int) -> list[Unit]:
         Unit(
             name=NAME,
             kind=UnitKind.BUILD,  # a one-shot step
-            phase=PHASE,
+            phase=UPLOAD_PHASE,
             nodes=(ctx.nodes.head,),
             argv=("bash", "-c", script),
             env=ctx.job_env(),
@@ -216,8 +215,3 @@ def _bundle_lines(archive: Sequence[str], install_zstandard: bool) -> list[str]:
         f'bundle=$(python3 -c {shlex.quote(_PACK)} "$logs" "$scratch" {shlex.quote(json.dumps(list(archive)))})'
         f' || {{ echo "packing the archive failed"; exit {UPLOAD_FAILED}; }}',
     ]
-
-
-def phases_with_postprocess(phases: tuple[str, ...], units: Sequence[Unit]) -> tuple[str, ...]:
-    """The plan's phases, with the upload's last when the plan has it."""
-    return (*phases, PHASE) if any(u.phase == PHASE for u in units) else phases
