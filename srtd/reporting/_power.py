@@ -283,6 +283,7 @@ class PowerSampler:
         self._wake = anyio.Event()
         self._verdict: Verdict | None = None
         self._csv: IO[str] | None = None
+        self._round: list[tuple[Any, ...]] = []  # the readings of the scrape round in flight
         self.write_error: str | None = None  # why samples.csv could not be written
 
     async def run(self) -> None:
@@ -299,23 +300,30 @@ class PowerSampler:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / WINDOWS_DIR).mkdir(exist_ok=True)
         self._csv = (self.dir / SAMPLES_FILE).open("w", newline="", encoding="utf-8")
-        writer = csv.writer(self._csv)
-        writer.writerow(SAMPLES_HEADER)
+        csv.writer(self._csv).writerow(SAMPLES_HEADER)
         timeout = httpx.Timeout(self.power.request_timeout_seconds)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout, trust_env=False) as client:
             while True:
                 began = anyio.current_time()
-                rows: list[tuple[Any, ...]] = []
                 async with anyio.create_task_group() as tg:
                     for endpoint in self.power.endpoints:
-                        tg.start_soon(self._scrape, client, endpoint, self.scrapes, rows)
-                rows.sort(key=lambda r: (r[3], r[4]))
-                writer.writerows(rows)
-                self._csv.flush()
+                        tg.start_soon(self._scrape, client, endpoint, self.scrapes)
+                if self._verdict is not None:
+                    # finish() ran between the scrapes' end and this task's turn (a cancel reaches
+                    # a task at its next wait only): it wrote this round and closed the file
+                    return
+                self._write_round()
                 self.scrapes += 1
                 with anyio.move_on_after(max(0.0, self.power.interval_seconds - (anyio.current_time() - began))):
                     await self._wake.wait()
                 self._wake = anyio.Event()
+
+    def _write_round(self) -> None:
+        """The readings of the round in flight into samples.csv, in node and GPU order."""
+        rows, self._round = sorted(self._round, key=lambda r: (r[3], r[4])), []
+        if self._csv is not None:
+            csv.writer(self._csv).writerows(rows)
+            self._csv.flush()
 
     def read_now(self, event: Event) -> None:
         """Journal listener: read every exporter at once when the benchmark ends, while they still run,
@@ -323,7 +331,7 @@ class PowerSampler:
         if event.unit in self._clients and event.state in ("exited", "failed", "stopped"):
             self._wake.set()
 
-    async def _scrape(self, client: httpx.AsyncClient, endpoint: PowerEndpoint, seq: int, rows: list[Any]) -> None:
+    async def _scrape(self, client: httpx.AsyncClient, endpoint: PowerEndpoint, seq: int) -> None:
         import httpx
 
         state = self.endpoints[endpoint.node]
@@ -350,7 +358,7 @@ class PowerSampler:
             device.times.append(stamp)
             device.watts.append(watts)
             device.identities.add(identity)
-            rows.append((SCHEMA_VERSION, f"{stamp:.6f}", seq, endpoint.node, index, identity, watts))
+            self._round.append((SCHEMA_VERSION, f"{stamp:.6f}", seq, endpoint.node, index, identity, watts))
             self.samples += 1
 
     def finish(self) -> Verdict:
@@ -360,6 +368,7 @@ class PowerSampler:
         self._scope.cancel()
         if self._csv is not None:
             with contextlib.suppress(OSError):
+                self._write_round()
                 self._csv.close()
         windows = tuple(check_window(doc, self.devices) for doc in read_windows(self.dir / WINDOWS_DIR))
         reasons = [r for w in windows for r in w.reasons]

@@ -163,6 +163,29 @@ async def test_the_sampler_writes_srt_slurms_samples_file_and_a_manifest(tmp_pat
 
 
 @pytest.mark.anyio
+async def test_finishing_as_a_scrape_round_ends_leaves_the_sampler_quiet(tmp_path: Path) -> None:
+    """finish() can run after a round's scrapes ended but before the sampler's own turn (a
+    cancel reaches a task at its next wait only): the sampler must not write to the closed file."""
+    import anyio
+
+    answered = anyio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        answered.set()
+        return exporter(request)
+
+    sampler = PowerSampler(sampling(tmp_path, nodes=("n1",)), transport=httpx.MockTransport(answer))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sampler.run)
+        await answered.wait()
+        await anyio.lowlevel.checkpoint()  # the scrape's task ends; the sampler is woken, not yet run
+        verdict = sampler.finish()
+    assert (verdict.status, sampler.write_error) == ("incomplete", None)
+    rows = list(csv.reader((tmp_path / "power" / "samples.csv").open()))
+    assert [r[3:] for r in rows[1:]] == [["n1", "0", "GPU-n1", "150.0"]]  # the round in flight is kept
+
+
+@pytest.mark.anyio
 async def test_an_exporter_that_never_answers_and_no_window_make_the_data_incomplete(tmp_path: Path) -> None:
     sampler = PowerSampler(sampling(tmp_path, nodes=("n1", "down")), transport=httpx.MockTransport(exporter))
     await sample_for(sampler, 3)
