@@ -15,13 +15,20 @@ SPLIT = {
 }
 
 
+def split_snapshots() -> set[str]:
+    return {name for name in pairs() if log_layout_of(load_pair(name)[0]) == "split"}
+
+
 def test_the_split_snapshots_are_the_ones_writing_into_its_directories() -> None:
-    assert {name for name in pairs() if log_layout_of(load_pair(name)[0]) == "split"} == SPLIT
+    found = split_snapshots()
+    # snapshots added to the folder later may be of either layout; these known ones must be found so
+    assert found >= SPLIT
+    assert not {"features__pools", "sglang__sglang-router-agg", "trtllm__dynamo-disagg"} & found  # flat ones
 
 
 def test_no_snapshot_is_in_between() -> None:
     """A split snapshot logs no worker, frontend, service or scraper at the top (none moved only some)."""
-    for name in sorted(SPLIT):
+    for name in sorted(split_snapshots()):
         snap = load_pair(name)[0]
         top = [
             s.name
