@@ -369,6 +369,7 @@ class PowerSampler:
         if self._csv is not None:
             with contextlib.suppress(OSError):
                 self._write_round()
+            with contextlib.suppress(OSError):  # closed even when the last round could not be written
                 self._csv.close()
         windows = tuple(check_window(doc, self.devices) for doc in read_windows(self.dir / WINDOWS_DIR))
         reasons = [r for w in windows for r in w.reasons]

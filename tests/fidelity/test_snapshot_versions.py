@@ -11,28 +11,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tests.fidelity._compare import LAUNCH, load_pair, log_layout_of, pairs
+import pytest
+from ruamel.yaml import YAML
+
+from tests.fidelity._compare import _WORKER_STEP, LAUNCH, load_pair, log_layout_of, pairs
 from tests.reference import need_shared
-
-WORKER_PREFIXES = ("agg_", "prefill_", "decode_")
-
-
-def _recipe_frontend(name: str) -> str:
-    from ruamel.yaml import YAML
-
-    recipe = YAML(typ="safe").load(load_pair(name)[1].read_text()) or {}
-    return str((recipe.get("frontend") or {}).get("type", "dynamo"))
 
 
 def workers_with_dynamo_env() -> dict[tuple[str, str], dict[bool, set[str]]]:
     """(frontend kind, log layout) -> {whether its workers get DYN_REQUEST_PLANE: the examples}."""
     seen: dict[tuple[str, str], dict[bool, set[str]]] = defaultdict(lambda: {True: set(), False: set()})
     for name in pairs():
-        frontend = _recipe_frontend(name)
+        snap, recipe_file = load_pair(name)
+        recipe = YAML(typ="safe").load(recipe_file.read_text()) or {}
+        frontend = str((recipe.get("frontend") or {}).get("type", "dynamo"))  # as written
         if frontend in ("dynamo", "none"):
             continue
-        snap = load_pair(name)[0]
-        workers = [s for s in snap.steps if s.name.startswith(WORKER_PREFIXES)]
+        workers = [s for s in snap.steps if _WORKER_STEP.fullmatch(s.name)]
         if workers:
             has = any("DYN_REQUEST_PLANE" in s.env for s in workers)
             seen[(frontend, log_layout_of(snap))][has].add(name)
@@ -42,7 +37,7 @@ def workers_with_dynamo_env() -> dict[tuple[str, str], dict[bool, set[str]]]:
 def test_the_same_frontend_and_layout_get_dynamos_environment_in_some_snapshots_only() -> None:
     need_shared()
     if not LAUNCH.is_dir():
-        return
+        pytest.skip(f"no launch snapshots at {LAUNCH}")
     seen = workers_with_dynamo_env()
     # the recipe's own frontend kind, as written (older recipes' `sglang` is the router)
     router = seen[("sglang-router", "flat")]
