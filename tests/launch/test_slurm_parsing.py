@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from srtd.launch import ExitStatus
-from srtd.launch._slurm import _status, parse_duration, parse_nodes
+from srtd.launch._slurm import parse_duration, parse_nodes
+from srtd.launch._slurm_step import _status
 
 
 @pytest.mark.parametrize(
