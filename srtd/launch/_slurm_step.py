@@ -204,7 +204,7 @@ class SlurmHandle:
         self.launcher.send(step, sig, self)
 
     def _resend_when_running(self, sig: int) -> None:
-        """Send `sig` again once the task records itself (see the module docstring; measured
+        """Send `sig` again once the task records itself (`srtd.launch._slurm`'s docstring; measured
         on Slurm 22.05 with a task held back by srun's --prolog)."""
         pending = self._resend is not None
         self._resend = sig  # the latest stop is the one sent
