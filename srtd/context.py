@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,19 @@ from srtd.unit import Container, PowerSampling
 
 LOGS_IN_CONTAINER = "/logs"
 MODEL_IN_CONTAINER = "/model"
+SOURCE_DIR_VAR = "SRTCTL_SOURCE_DIR"
+_SOURCE_DIR_REF = re.compile(r"\$(?:\{SRTCTL_SOURCE_DIR\}|SRTCTL_SOURCE_DIR\b)")
+
+
+def source_dir() -> str:
+    """What srt-slurm's `$SRTCTL_SOURCE_DIR` is in srtd: the directory srtd runs in.
+
+    srtctl's batch script exports its checkout (the directory `srtctl apply` ran in, whose
+    `configs/` and `examples/` recipes name) and every step inherits it.  srtd's checkout
+    is the user's: the directory srtd was started in, which `srtd submit` makes the job's
+    working directory too.  A value already in srtd's environment is kept.
+    """
+    return os.path.abspath(os.environ.get(SOURCE_DIR_VAR) or os.getcwd())
 
 
 def _looks_like_image(value: str) -> bool:
@@ -52,6 +66,7 @@ class PlanContext:
     mooncake_store: dict[str, Any] | None = None  # the Mooncake master's store_config, under each role's own
     mooncake_pool: dict[str, Any] | None = None  # TRT-LLM's pool master: its options (workers join the pool)
     power: PowerSampling | None = None  # what srtd samples from power telemetry's GPU exporters
+    source_dir: str = field(default_factory=source_dir)  # `$SRTCTL_SOURCE_DIR` in the recipe's mounts
     _warned: set[str] = field(default_factory=set)
     _process_index: dict[str, tuple[list[Process], int, dict[Endpoint, list[Process]]]] = field(default_factory=dict)
 
@@ -121,11 +136,16 @@ class PlanContext:
             out[self._expand(host)] = self._expand(target)
         for spec in self.recipe.extra_mount or ():
             host, _, target = spec.partition(":")
-            out[os.path.expandvars(host)] = target or host
+            out[self._expand_vars(host)] = target or host
         return out
 
     def _expand(self, value: str) -> str:
-        return os.path.expandvars(value.replace("{job_id}", self.job_id))
+        return self._expand_vars(value.replace("{job_id}", self.job_id))
+
+    def _expand_vars(self, value: str) -> str:
+        """srtd's environment variables in a host path, `$SRTCTL_SOURCE_DIR` even when srtd's
+        environment has none yet (`srtd plan` outside a job: srtd run sets it, docs/recipe.md)."""
+        return os.path.expandvars(_SOURCE_DIR_REF.sub(lambda _: self.source_dir, value))
 
     # ------------------------------------------------------------------ paths
 

@@ -81,10 +81,16 @@ class Manual(Benchmark):
 
 @register_benchmark("custom")
 class Custom(Benchmark):
-    """`benchmark.command`, run with `bash -lc` as written."""
+    """`benchmark.command` as written: `bash -lc` in the job's container, `bash -c` on a host.
+
+    In a container the login profile is the image's, and srt-slurm runs the command that
+    way.  On a host it would be the machine's, which sets PATH anew (Debian's /etc/profile
+    does, for every user): the programs of the venv srtd runs from would be lost, and the
+    command would not see the environment every other unit gets (docs/recipe.md).
+    """
 
     def argv(self, ctx: PlanContext, target: BenchmarkTarget) -> list[str]:
-        return ["bash", "-lc", ctx.recipe.benchmark.command or "true"]
+        return ["bash", "-lc" if ctx.containerized else "-c", ctx.recipe.benchmark.command or "true"]
 
     def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
         # Read (and gated) only when the recipe says where the command writes: existing

@@ -65,6 +65,15 @@ def _local_path() -> None:
         os.environ["PATH"] = os.pathsep.join([*parts, here])
 
 
+def _export_source_dir() -> None:
+    # srt-slurm's batch script exports SRTCTL_SOURCE_DIR and every step inherits it; recipes
+    # name files under it (`bash ${SRTCTL_SOURCE_DIR}/configs/...`).  srtd's units inherit
+    # srtd's environment, so the variable set here reaches each of them (docs/recipe.md).
+    from srtd.context import SOURCE_DIR_VAR, source_dir
+
+    os.environ[SOURCE_DIR_VAR] = source_dir()
+
+
 def _plan_recipe(recipe: Path, choice: PlanChoice, local: bool) -> tuple[Plan, PortClaim | None]:
     """The plan of one recipe for this machine, or for the allocation srtd runs in.
 
@@ -183,6 +192,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
         raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
     slurm_job = os.environ.get("SLURM_JOB_ID") or None
     local = choice.local or slurm_job is None
+    _export_source_dir()
     plan, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan)
     _local_path()

@@ -297,7 +297,7 @@ class BenchmarkConfig(Section):
     skip_warmup: bool = False
     """sa-bench: skip the warmup round before each concurrency."""
     command: str | None = None
-    """`custom`: a shell command run with `bash -lc`, verbatim."""
+    """`custom`: a shell command run verbatim, with `bash -lc` in a container, `bash -c` on a host."""
     results_file: str | None = None
     """`custom`: the file the command writes its measurements to, in srtd's benchmark.json shape
     (docs/results.md); relative to the log directory.  Without it a custom benchmark is not read."""

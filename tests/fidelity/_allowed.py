@@ -112,12 +112,6 @@ MOCK: tuple[Allow, ...] = (
         values=_named_by_node_for_the_spare_nodes,
     ),
     Allow(
-        "service_*",
-        "mount",
-        "*$SRTCTL_SOURCE_DIR*",
-        "a mount of an unset variable: the mock resolved it against its own temp directory",
-    ),
-    Allow(
         "benchmark",
         "extra",
         "",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from srtd.cluster import Cluster
+from srtd.context import source_dir
 from srtd.launch import srun_nodelist
 from srtd.layout import LogLayout, Place, directory
 from srtd.plan import build_plan
@@ -35,6 +36,8 @@ LOGS = f"{OUTPUT}/logs"  # the job's log directory, mounted at /logs
 MODEL = "<model>"
 MODEL_HOST = "/tmp/mock/model"  # the mock's model directory; served as `model` by default
 REPO = "<repo>"
+# the mock ran without SRTCTL_SOURCE_DIR: `$SRTCTL_SOURCE_DIR/x` stayed a relative path under its temp directory
+SOURCE_DIR = "<tmp>/$SRTCTL_SOURCE_DIR"
 
 
 @dataclass(frozen=True)
@@ -275,12 +278,17 @@ def _placeholders(unit: Unit) -> Unit:
     def sub(text: str) -> str:
         return text.replace(MODEL_HOST, MODEL)
 
+    def source(host: str) -> str:
+        # srtd's value of the variable (docs/recipe.md) written as the mock's
+        ours = source_dir()
+        return SOURCE_DIR + host[len(ours) :] if host == ours or host.startswith(ours + "/") else host
+
     update: dict[str, Any] = {
         "argv": tuple(sub(a) for a in unit.argv),
         "env": {k: sub(v) for k, v in unit.env.items()},
     }
     if unit.container is not None:
-        mounts = {sub(h): c for h, c in unit.container.mounts.items()}
+        mounts = {source(sub(h)): c for h, c in unit.container.mounts.items()}
         update["container"] = unit.container.model_copy(update={"mounts": mounts})
     return unit.model_copy(update=update)
 
