@@ -15,15 +15,25 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from srtd.collector import _api
 from srtd.collector._auth import Tokens, check_bind
+from srtd.collector._guard import Guard
+from srtd.collector._limits import raise_fd_limit, server_settings
 from srtd.collector._store import SchemaTooNew, Store, open_db
 from srtd.errors import LaunchError, UsageError
 
 
+class _App(Starlette):
+    """Starlette with `Guard` outermost: its headers and body draining cover every answer, a 500 too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return Guard(super().build_middleware_stack())
+
+
 def create_app(store: Store, tokens: Tokens, extra_routes: list[BaseRoute] | None = None) -> Starlette:
-    app = Starlette(
+    app = _App(
         routes=[*_api.ROUTES, *(extra_routes or [])],
         exception_handlers={
             _api.ApiError: _api.api_error,
@@ -98,7 +108,7 @@ def serve(
     store = open_store(db_path)
     app = create_app(store, tokens, routes)
     _logging()
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    config = _config(app, host, port)
     started = anyio.Event()
     where: list[str] = []
 
@@ -133,6 +143,12 @@ def serve(
     finally:
         listening.close()
         store.close()
+
+
+def _config(app: Starlette, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's settings: no access log, no lifespan, and the connection limits of `_limits`."""
+    limits = server_settings(raise_fd_limit())
+    return uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off", **limits)
 
 
 async def _stop_on_signal(server: uvicorn.Server) -> None:
