@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 from srtd.collector import _api
 from srtd.collector._auth import Tokens, check_bind
 from srtd.collector._guard import Guard
-from srtd.collector._limits import raise_fd_limit, server_settings
+from srtd.collector._limits import ACCEPT_BATCH, raise_fd_limit, server_settings
 from srtd.collector._store import SchemaTooNew, Store, open_db
 from srtd.errors import LaunchError, UsageError
 
@@ -169,7 +169,7 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(ACCEPT_BATCH)
     except OSError as err:
         sock.close()
         raise LaunchError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

@@ -14,7 +14,9 @@ fails with EMFILE and nobody gets an answer.  `Protocol` adds the two things mis
   never cut, and a fresh client always gets in.
 
 `limit` is `MAX_CONNECTIONS`, or less when the file-descriptor limit is lower (the soft
-limit is raised to the hard one at start where allowed).
+limit is raised to the hard one at start where allowed): what asyncio may accept before
+`Protocol` sees a connection (a few listen backlogs of `ACCEPT_BATCH`) stays free, so the
+accept loop does not run out of descriptors.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ KEEP_ALIVE_SECONDS = 5  # idle between two requests of one connection (uvicorn's
 MAX_HEADER_BYTES = 32 << 10  # a request line and headers larger than this are a 400
 MAX_CONNECTIONS = 1000
 SPARE_FDS = 64  # kept for the database, its WAL, the demo's jobs and logs
+# The listen backlog, which is also how many connections asyncio accepts in one go before any
+# of them is seen by `Protocol` (so before room is made): a few such batches are kept free.
+ACCEPT_BATCH = 64
 
 
 def raise_fd_limit() -> int:
@@ -47,7 +52,7 @@ def raise_fd_limit() -> int:
 
 
 def connection_limit(fd_limit: int) -> int:
-    return max(16, min(MAX_CONNECTIONS, fd_limit - SPARE_FDS))
+    return max(16, min(MAX_CONNECTIONS, fd_limit - SPARE_FDS - 3 * ACCEPT_BATCH))
 
 
 class Protocol(H11Protocol):
@@ -104,6 +109,7 @@ def server_settings(fd_limit: int) -> dict[str, Any]:
     return {
         "http": Protocol,
         "ws": "none",
+        "backlog": ACCEPT_BATCH,
         # a 503 only for a burst of requests beyond what eviction leaves room for
         "limit_concurrency": limit + SPARE_FDS // 2,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
