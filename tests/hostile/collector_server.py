@@ -6,6 +6,7 @@ import resource
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -22,7 +23,7 @@ def writer(url: str) -> httpx.Client:
 
 
 def job_readers(job_id: str) -> tuple[str, ...]:
-    quoted = httpx.URL("/x/" + job_id).raw_path.decode()[3:]  # as a client writes it in a path
+    quoted = quote(job_id, safe=":/")  # as srtd's reporter writes it in a path
     return (f"/jobs/{quoted}", f"/api/jobs/{quoted}", f"/api/jobs/{quoted}/events", f"/api/srtd/jobs/{quoted}/journal")
 
 
