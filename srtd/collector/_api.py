@@ -54,22 +54,29 @@ def require_read(request: Request) -> None:
         raise ApiError(401, "a read token is needed: Authorization: Bearer <token>, or log in at /login")
 
 
-async def body_of(request: Request, model: type[M]) -> M:
-    """The request's JSON body as `model`: 413 over 1 MiB, 408 when it does not arrive within
-    `BODY_SECONDS`, 422 when it is not the contract's or not within the collector's bounds."""
+async def bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request's body: 413 over `limit` bytes (declared or streamed), 408 when it does not
+    arrive within `BODY_SECONDS`.  `_guard` reads what a refusal leaves unread."""
     declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY:
-        raise ApiError(413, f"body over {MAX_BODY} bytes")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"body over {limit} bytes")
     raw = bytearray()
     with anyio.move_on_after(BODY_SECONDS) as waited:
         async for chunk in request.stream():
             raw += chunk
-            if len(raw) > MAX_BODY:
-                raise ApiError(413, f"body over {MAX_BODY} bytes")
+            if len(raw) > limit:
+                raise ApiError(413, f"body over {limit} bytes")
     if waited.cancelled_caught:
         raise ApiError(408, f"the body did not arrive within {BODY_SECONDS} s")
+    return bytes(raw)
+
+
+async def body_of(request: Request, model: type[M]) -> M:
+    """The request's JSON body as `model`: `bounded_body`'s 413 and 408, and a 422 when it is
+    not the contract's or not within the collector's bounds (`_bodies`)."""
+    raw = await bounded_body(request)
     try:
-        data = parse_json(bytes(raw))
+        data = parse_json(raw)
     except BodyError as err:
         raise ApiError(422, err.msg, [{"loc": err.loc, "msg": err.msg}] if err.loc else []) from None
     try:

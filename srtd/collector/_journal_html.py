@@ -10,6 +10,8 @@ touches neither the database nor the loop.
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import anyio.to_thread
 
@@ -19,6 +21,7 @@ from srtd.collector._views import Journal
 from srtd.events import Event
 
 TIMELINE_UNITS = 60
+CDN_FONT = re.compile(r',\s*url\("https?://[^"]*"\) format\("[^"]*"\)')
 RENDERS = 2  # journal sections drawn at once (threads)
 
 
@@ -74,8 +77,10 @@ def journal_section(journal: Journal, nonce: str) -> str:
         if units > TIMELINE_UNITS
         else ""
     )
-    # rich's SVG styles its text with a <style> element: it carries the page's CSP nonce
+    # rich's SVG styles its text with a <style> element: it carries the page's CSP nonce; its web
+    # font would come from a CDN, which the CSP refuses: the font's local name is kept, the URLs dropped
     svg = svg_text(build_timeline(drawn), width=120).replace("<style>", f'<style nonce="{esc(nonce)}">')
+    svg = CDN_FONT.sub("", svg)
     return (
         f'<section class="journal"><h2>units</h2>{summary}{culprit}{units_table(journal)}'
         f'<h2>startup timeline</h2>{note}<div class="timeline">{svg}</div></section>'

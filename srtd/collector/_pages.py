@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from srtd.collector._api import ApiError, require_read, store_of
+from srtd.collector._api import ApiError, bounded_body, require_read, store_of
 from srtd.collector._auth import COOKIE, Tokens
 from srtd.collector._html import (
     badge,
@@ -40,6 +40,7 @@ from srtd.collector._plot import metric_chart
 from srtd.collector._views import numeric_results, select, sweep_of, time_to_ready, user_of, variant_of
 
 STATIC = Path(__file__).with_name("static")
+LOGIN_BODY = 4096  # a login form's body: one token
 
 
 def _fragment(request: Request, title: str, body: str, **live: Any) -> Response:
@@ -182,7 +183,7 @@ def _login_form(why: str = "") -> str:
 async def login(request: Request) -> Response:
     if request.method == "GET":
         return HTMLResponse(page("log in", _login_form(), nonce=request.state.nonce))
-    raw = (await request.body())[:4096].decode("utf-8", "replace")
+    raw = (await bounded_body(request, LOGIN_BODY)).decode("utf-8", "replace")
     offered = (parse_qs(raw).get("token") or [""])[0]
     tokens: Tokens = request.app.state.tokens
     session = tokens.login(offered)

@@ -104,6 +104,7 @@ async def test_the_timeline_style_carries_the_csp_nonce_of_the_page_it_is_shown_
     assert len(nonce) == 1
     assert re.findall(r'<style nonce="([^"]+)">', answer.text) == nonce  # rich's SVG has one <style>
     assert f'<script src="/static/live.js" nonce="{nonce[0]}" defer></script>' in answer.text
+    assert 'url("http' not in answer.text  # rich's web font from a CDN: the policy would refuse it anyway
     # the live script asks for a fragment with its page's nonce: the fragment's timeline carries it
     fragment = await api.get("/jobs/n1", headers={"X-Fragment": "1", "X-Nonce": nonce[0]})
     assert re.findall(r'<style nonce="([^"]+)">', fragment.text) == nonce
@@ -123,6 +124,8 @@ async def test_a_read_token_makes_pages_ask_for_a_login_that_sets_a_cookie_witho
             "/login", content=b"token=nope", headers={"Content-Type": "application/x-www-form-urlencoded"}
         )
         assert wrong.status_code == 401
+        huge = await browser.post("/login", content=b"token=" + b"x" * (1 << 20))  # read up to a bound, not whole
+        assert (huge.status_code, huge.json()["error"]) == (413, "body over 4096 bytes")
         ok = await browser.post(
             "/login", content=f"token={READ}".encode(), headers={"Content-Type": "application/x-www-form-urlencoded"}
         )
