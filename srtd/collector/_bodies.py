@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from srtd.events import Event, JobState, UnitState
-from srtd.status_api import JOURNAL_BATCH, JobCreate, JobUpdate, JournalBatch
+from srtd.status_api import JOURNAL_BATCH, IsoTime, JobCreate, JobUpdate, JournalBatch
 
 MAX_DEPTH = 16  # nesting of a JSON body (objects and lists)
 MAX_NUMBER = 2**53  # beyond, a number cannot round-trip through a float (the sweep page's charts)
@@ -101,9 +101,7 @@ def check_job_id(value: str) -> str:
     return value
 
 
-def _time_in_range(value: str | None) -> str | None:
-    if value is None:
-        return None
+def _time_in_range(value: str) -> str:
     parsed = datetime.fromisoformat(value)  # the contract's own check ran first
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
@@ -119,6 +117,7 @@ def _web_url(value: str | None) -> str | None:
 
 
 JobId = Annotated[str, AfterValidator(check_job_id)]
+Time = Annotated[IsoTime, AfterValidator(_time_in_range)]  # the contract's check, then the range
 Name = Annotated[str, Field(max_length=MAX_NAME)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Url = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_web_url)]
@@ -131,15 +130,15 @@ class NewJob(JobCreate):
     job_name: Name
     cluster: Name | None = None
     recipe: Text | None = None
-    submitted_at: Annotated[str, AfterValidator(_time_in_range)]
+    submitted_at: Time
 
 
 class JobMove(JobUpdate):
     model_config = ConfigDict(title="JobUpdate")
-    updated_at: Annotated[str, AfterValidator(_time_in_range)]
+    updated_at: Time
     message: Text | None = None
-    started_at: Annotated[str | None, AfterValidator(_time_in_range)] = None
-    completed_at: Annotated[str | None, AfterValidator(_time_in_range)] = None
+    started_at: Time | None = None
+    completed_at: Time | None = None
     exit_code: Int32 | None = None
     logs_url: Url | None = None
 
