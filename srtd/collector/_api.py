@@ -7,10 +7,11 @@ collector's own log, which never holds a request header).
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -18,10 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from srtd.collector._auth import COOKIE, Tokens
+from srtd.collector._bodies import BodyError, JobMove, JournalPost, NewJob, check_job_id, parse_json
 from srtd.collector._store import FEED_LIMIT, Store
-from srtd.status_api import MAX_BODY, JobCreate, JobUpdate, JournalBatch
+from srtd.status_api import MAX_BODY
 
 log = logging.getLogger("srtd.collector")
+BODY_SECONDS = 30  # a request body arriving slower than this is refused (408), not waited on
+CURSOR = re.compile(r"[0-9]{1,18}")  # ASCII digits, within SQLite's integers
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -50,31 +54,53 @@ def require_read(request: Request) -> None:
         raise ApiError(401, "a read token is needed: Authorization: Bearer <token>, or log in at /login")
 
 
-async def body_of(request: Request, model: type[M]) -> M:
-    """The request's JSON body as `model`: 413 over 1 MiB, 422 when it is not the contract's."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise ApiError(413, f"body over {MAX_BODY} bytes")
+async def bounded_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request's body: 413 over `limit` bytes (declared or streamed), 408 when it does not
+    arrive within `BODY_SECONDS`.  `_guard` reads what a refusal leaves unread."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"body over {limit} bytes")
     raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY:
-            raise ApiError(413, f"body over {MAX_BODY} bytes")
+    with anyio.move_on_after(BODY_SECONDS) as waited:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                raise ApiError(413, f"body over {limit} bytes")
+    if waited.cancelled_caught:
+        raise ApiError(408, f"the body did not arrive within {BODY_SECONDS} s")
+    return bytes(raw)
+
+
+async def body_of(request: Request, model: type[M]) -> M:
+    """The request's JSON body as `model`: `bounded_body`'s 413 and 408, and a 422 when it is
+    not the contract's or not within the collector's bounds (`_bodies`)."""
+    raw = await bounded_body(request)
     try:
-        data = json.loads(raw)
-    except ValueError as err:
-        raise ApiError(422, f"the body is not JSON: {err}") from None
+        data = parse_json(raw)
+    except BodyError as err:
+        raise ApiError(422, err.msg, [{"loc": err.loc, "msg": err.msg}] if err.loc else []) from None
     try:
         return model.model_validate(data)
     except ValidationError as err:
         detail = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in err.errors(include_url=False, include_input=False)]
-        raise ApiError(422, f"the body is not a valid {model.__name__}", detail) from None
+        raise ApiError(
+            422, f"the body is not a valid {model.model_config.get('title') or model.__name__}", detail
+        ) from None
+
+
+def path_job_id(request: Request) -> str:
+    """The job id of a write's path, held to the rules of a body's `job_id` (422 otherwise)."""
+    job_id: str = request.path_params["job_id"]
+    try:
+        return check_job_id(job_id)
+    except ValueError as err:
+        raise ApiError(422, f"the path's job id: {err}", [{"loc": ["path", "job_id"], "msg": str(err)}]) from None
 
 
 def _after(request: Request) -> int:
     text = request.query_params.get("after", "0")
-    if not text.isdigit():
-        raise ApiError(422, f"after must be a non-negative integer, got {text!r}")
+    if not CURSOR.fullmatch(text):
+        raise ApiError(422, f"after must be a non-negative integer below 10**18, got {text[:40]!r}")
     return int(text)
 
 
@@ -90,15 +116,15 @@ async def health(request: Request) -> Response:
 
 async def post_job(request: Request) -> Response:
     require_write(request)
-    body = await body_of(request, JobCreate)
+    body = await body_of(request, NewJob)
     created = store_of(request).record_post(body)
     return JSONResponse({"job_id": body.job_id, "created": created}, status_code=201)
 
 
 async def put_job(request: Request) -> Response:
     require_write(request)
-    job_id = request.path_params["job_id"]
-    body = await body_of(request, JobUpdate)
+    job_id = path_job_id(request)
+    body = await body_of(request, JobMove)
     placeholder = store_of(request).record_put(job_id, body)
     return JSONResponse({"job_id": job_id, "placeholder": placeholder})
 
@@ -132,8 +158,9 @@ async def job_events(request: Request) -> Response:
 # ---------------------------------------------------------------------- srtd's extension
 async def post_journal(request: Request) -> Response:
     require_write(request)
-    batch = await body_of(request, JournalBatch)
-    new = store_of(request).record_journal(request.path_params["job_id"], batch.events)
+    job_id = path_job_id(request)
+    batch = await body_of(request, JournalPost)
+    new = store_of(request).record_journal(job_id, batch.events)
     return JSONResponse({"recorded": new})
 
 

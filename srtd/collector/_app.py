@@ -15,15 +15,25 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from srtd.collector import _api
 from srtd.collector._auth import Tokens, check_bind
+from srtd.collector._guard import Guard
+from srtd.collector._limits import ACCEPT_BATCH, raise_fd_limit, server_settings
 from srtd.collector._store import SchemaTooNew, Store, open_db
 from srtd.errors import LaunchError, UsageError
 
 
+class _App(Starlette):
+    """Starlette with `Guard` outermost: its headers and body draining cover every answer, a 500 too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return Guard(super().build_middleware_stack())
+
+
 def create_app(store: Store, tokens: Tokens, extra_routes: list[BaseRoute] | None = None) -> Starlette:
-    app = Starlette(
+    app = _App(
         routes=[*_api.ROUTES, *(extra_routes or [])],
         exception_handlers={
             _api.ApiError: _api.api_error,
@@ -98,7 +108,7 @@ def serve(
     store = open_store(db_path)
     app = create_app(store, tokens, routes)
     _logging()
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    config = _config(app, host, port)
     started = anyio.Event()
     where: list[str] = []
 
@@ -135,6 +145,12 @@ def serve(
         store.close()
 
 
+def _config(app: Starlette, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's settings: no access log, no lifespan, and the connection limits of `_limits`."""
+    limits = server_settings(raise_fd_limit())
+    return uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off", **limits)
+
+
 async def _stop_on_signal(server: uvicorn.Server) -> None:
     """SIGINT or SIGTERM: a graceful stop (open requests finish, then the beside task is cancelled)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -153,7 +169,7 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(ACCEPT_BATCH)
     except OSError as err:
         sock.close()
         raise LaunchError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

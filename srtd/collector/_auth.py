@@ -45,7 +45,10 @@ class Tokens:
             return True
         if any(_bearer_is(authorization, t) for t in self._readers()):
             return True
-        return cookie is not None and any(hmac.compare_digest(cookie, self.session(t)) for t in self._readers())
+        # as bytes: a str with non-ASCII characters (any header may hold them) cannot be compared
+        return cookie is not None and any(
+            hmac.compare_digest(cookie.encode(), self.session(t).encode()) for t in self._readers()
+        )
 
     def login(self, offered: str) -> str | None:
         """The session cookie's value for a token typed into `/login`, None for a wrong one."""

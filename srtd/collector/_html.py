@@ -21,6 +21,16 @@ def esc(value: Any) -> str:
     return "" if value is None else escape(str(value), quote=True)
 
 
+def web_link(url: str | None) -> str:
+    """A link for an http(s) URL; any other text (a `javascript:` URL stored before the
+    collector checked them) is shown, never made a link."""
+    if not url:
+        return ""
+    if not url.lower().startswith(("http://", "https://")):
+        return esc(url)
+    return f'<a href="{esc(url)}" rel="noopener noreferrer">{esc(url)}</a>'
+
+
 def job_href(job_id: str) -> str:
     return "/jobs/" + quote(job_id, safe=":")
 
@@ -46,15 +56,18 @@ def badge(status: str | None) -> str:
     return f'<span class="status status-{esc(status)}" data-status="{esc(status)}">{esc(status)}</span>'
 
 
-def page(title: str, body: str, *, feed: str | None = None, cursor: int = 0, before: str = "") -> str:
-    """The whole document; `feed`: the cursor feed whose news refresh `<main>` in place."""
+def page(title: str, body: str, *, nonce: str, feed: str | None = None, cursor: int = 0, before: str = "") -> str:
+    """The whole document; `feed`: the cursor feed whose news refresh `<main>` in place.
+
+    `nonce`: the response's CSP nonce (`_guard`); the script carries it so that it can ask
+    for fragments whose timeline styles carry the same one."""
     live = f' data-feed="{esc(feed)}" data-cursor="{cursor}"' if feed else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)} · srtd collector</title>
 <link rel="stylesheet" href="/static/style.css">
-<script src="/static/live.js" defer></script>
+<script src="/static/live.js" nonce="{esc(nonce)}" defer></script>
 </head><body>
 <header><a class="home" href="/">srtd collector</a><h1>{esc(title)}</h1>
 <span id="live" class="live" hidden>live</span></header>

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from srtd.attach import build_timeline, svg_text
-from srtd.collector._api import ApiError, require_read, store_of
+from srtd.collector._api import ApiError, bounded_body, require_read, store_of
 from srtd.collector._auth import COOKIE, Tokens
 from srtd.collector._html import (
     badge,
@@ -32,26 +32,39 @@ from srtd.collector._html import (
     seconds,
     sweep_href,
     table,
+    web_link,
     when,
 )
+from srtd.collector._journal_html import RENDERS, render_in_thread
 from srtd.collector._plot import metric_chart
-from srtd.collector._views import Journal, numeric_results, select, sweep_of, time_to_ready, user_of, variant_of
+from srtd.collector._views import numeric_results, select, sweep_of, time_to_ready, user_of, variant_of
 
 STATIC = Path(__file__).with_name("static")
+LOGIN_BODY = 4096  # a login form's body: one token
 
 
 def _fragment(request: Request, title: str, body: str, **live: Any) -> Response:
     if request.headers.get("x-fragment") == "1":
         return HTMLResponse(body)
-    return HTMLResponse(page(title, body, **live))
+    return HTMLResponse(page(title, body, nonce=request.state.nonce, **live))
 
 
 def _read_or_login(request: Request) -> Response | None:
     try:
         require_read(request)
     except ApiError:
-        return HTMLResponse(page("log in", _login_form("a read token is needed")), status_code=401)
+        form = _login_form("a read token is needed")
+        return HTMLResponse(page("log in", form, nonce=request.state.nonce), status_code=401)
     return None
+
+
+def _renders(request: Request) -> anyio.CapacityLimiter:
+    """The app's limit on journal sections drawn at once (made in the app's own event loop)."""
+    state = request.app.state
+    if getattr(state, "renders", None) is None:
+        state.renders = anyio.CapacityLimiter(RENDERS)
+    limiter: anyio.CapacityLimiter = state.renders
+    return limiter
 
 
 async def index(request: Request) -> Response:
@@ -73,44 +86,6 @@ async def index(request: Request) -> Response:
     )
 
 
-def _units_table(journal: Journal) -> str:
-    rows = []
-    for unit in journal.view.units.values():
-        culprit = ' <span class="culprit">culprit</span>' if unit.name == journal.culprit else ""
-        rows.append(
-            [
-                esc(unit.name) + culprit,
-                esc(unit.node),
-                esc(unit.tier),
-                f'<span class="unit-state unit-{esc(unit.state.value)}">{esc(unit.state.value)}</span>',
-                esc(unit.restarts),
-                seconds(unit.ready_seconds),
-                esc(unit.exit_code),
-                esc(unit.reason),
-            ]
-        )
-    headers = ["unit", "node", "tier", "state", "restarts", "launch → ready", "exit", "reason"]
-    return table(headers, rows, cls="units")
-
-
-def _journal_section(journal: Journal) -> str:
-    view = journal.view
-    restarts = sum(u.restarts for u in view.units.values())
-    culprit = f'<p class="culprit-line">failure culprit: <b>{esc(journal.culprit)}</b></p>' if journal.culprit else ""
-    summary = facts(
-        [
-            ("journal", f"{len(journal.events)} events, job {esc(view.state.value)}"),
-            ("time to ready", seconds(journal.ready_seconds)),
-            ("restarts", str(restarts)),
-        ]
-    )
-    svg = svg_text(build_timeline(journal.events), width=120)
-    return (
-        f'<section class="journal"><h2>units</h2>{summary}{culprit}{_units_table(journal)}'
-        f'<h2>startup timeline</h2><div class="timeline">{svg}</div></section>'
-    )
-
-
 async def job_page(request: Request) -> Response:
     if (refused := _read_or_login(request)) is not None:
         return refused
@@ -118,9 +93,10 @@ async def job_page(request: Request) -> Response:
     job_id = request.path_params["job_id"]
     job = store.job(job_id)
     if job is None:
-        return HTMLResponse(page("no such job", f"<p>no job {esc(job_id)}</p>"), status_code=404)
+        missing = page("no such job", f"<p>no job {esc(job_id)}</p>", nonce=request.state.nonce)
+        return HTMLResponse(missing, status_code=404)
     events = store.events(0, job_id, limit=10_000)
-    journal = Journal.of(store.journal(job_id))
+    section, ready = await render_in_thread(store.journal_lines(job_id), request.state.nonce, _renders(request))
     sweep = sweep_of(job)
     about = facts(
         [
@@ -137,8 +113,8 @@ async def job_page(request: Request) -> Response:
             ("started", when(job.get("started_at"))),
             ("completed", when(job.get("completed_at"))),
             ("exit code", esc(job.get("exit_code"))),
-            ("time to ready", seconds(time_to_ready(job, events, journal))),
-            ("logs", f'<a href="{esc(job["logs_url"])}">{esc(job["logs_url"])}</a>' if job.get("logs_url") else ""),
+            ("time to ready", seconds(time_to_ready(job, events, ready))),
+            ("logs", web_link(job.get("logs_url"))),
             ("placeholder", "yes: updates arrived for a job never submitted here" if job["placeholder"] else ""),
         ]
     )
@@ -147,7 +123,7 @@ async def job_page(request: Request) -> Response:
         [[esc(e["seq"]), when(e["at"]), badge(e["status"]), esc(e["stage"]), esc(e["message"])] for e in events],
         cls="history",
     )
-    body = f"{about}<h2>stage history</h2>{history}{_journal_section(journal) if journal else ''}"
+    body = f"{about}<h2>stage history</h2>{history}{section}"
     if job.get("benchmark_results") is not None:
         body += f"<h2>benchmark results</h2>{pre_json(job['benchmark_results'])}"
     body += f"<h2>metadata</h2>{pre_json(job['metadata'])}"
@@ -169,7 +145,7 @@ async def sweep_page(request: Request) -> Response:
     rows = []
     for job in jobs:
         events = store.events(0, job["job_id"], limit=10_000)
-        ready = time_to_ready(job, events, Journal.of(store.journal(job["job_id"])))
+        ready = time_to_ready(job, events, store.journal_ready_seconds(job["job_id"]))
         numbers = [f"{results[job['job_id']][m]:g}" if m in results[job["job_id"]] else "" for m in metrics]
         rows.append(
             [
@@ -206,13 +182,14 @@ def _login_form(why: str = "") -> str:
 
 async def login(request: Request) -> Response:
     if request.method == "GET":
-        return HTMLResponse(page("log in", _login_form()))
-    raw = (await request.body())[:4096].decode("utf-8", "replace")
+        return HTMLResponse(page("log in", _login_form(), nonce=request.state.nonce))
+    raw = (await bounded_body(request, LOGIN_BODY)).decode("utf-8", "replace")
     offered = (parse_qs(raw).get("token") or [""])[0]
     tokens: Tokens = request.app.state.tokens
     session = tokens.login(offered)
     if session is None:
-        return HTMLResponse(page("log in", _login_form("that token is not this collector's")), status_code=401)
+        refused = page("log in", _login_form("that token is not this collector's"), nonce=request.state.nonce)
+        return HTMLResponse(refused, status_code=401)
     answer = RedirectResponse("/", status_code=303)
     answer.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return answer

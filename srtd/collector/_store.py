@@ -253,6 +253,22 @@ class Store:
         rows = self.db.execute("SELECT event FROM journal WHERE job_id = ? ORDER BY seq", (job_id,))
         return [Event.model_validate_json(r[0]) for r in rows]
 
+    def journal_lines(self, job_id: str) -> list[str]:
+        """The journal as its stored JSON lines: parsing them is left to whoever renders them."""
+        rows = self.db.execute("SELECT event FROM journal WHERE job_id = ? ORDER BY seq", (job_id,))
+        return [r[0] for r in rows]
+
+    def journal_ready_seconds(self, job_id: str) -> float | None:
+        """From the journal's first event to the job's `running` event, found by SQLite (no fold)."""
+        row = self.db.execute(
+            "SELECT (SELECT json_extract(event, '$.ts') FROM journal WHERE job_id = ?1"
+            "        AND json_extract(event, '$.state') = 'running' AND json_extract(event, '$.unit') IS NULL"
+            "        ORDER BY seq LIMIT 1)"
+            " - (SELECT json_extract(event, '$.ts') FROM journal WHERE job_id = ?1 ORDER BY seq LIMIT 1)",
+            (job_id,),
+        ).fetchone()
+        return float(row[0]) if row is not None and row[0] is not None else None
+
     # -------------------------------------------------------------- helpers
     def _job_row(self, job_id: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.db.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()

@@ -96,9 +96,10 @@ class Journal:
         return journal
 
 
-def time_to_ready(job: dict[str, Any], events: list[dict[str, Any]], journal: Journal | None) -> float | None:
-    if journal is not None and journal.ready_seconds is not None:
-        return journal.ready_seconds
+def time_to_ready(job: dict[str, Any], events: list[dict[str, Any]], journal_ready: float | None) -> float | None:
+    """The journal's time to ready when it has one, else the statuses' (started to benchmark)."""
+    if journal_ready is not None:
+        return journal_ready
     started = epoch(job.get("started_at"))
     gate = next((e for e in events if e["status"] == "benchmark"), None)
     if started is None or gate is None or gate["at"] is None:

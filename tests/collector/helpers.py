@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,14 +43,28 @@ def collector_env(**tokens: str) -> dict[str, str]:
 
 
 @contextmanager
-def collector(db: Path, port: int | None = None, env: dict[str, str] | None = None, *extra: str) -> Iterator[Running]:
-    """`srtd collector --json` until the block ends; its stderr kept in a file beside the db."""
+def collector(
+    db: Path,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+    *extra: str,
+    preexec_fn: Callable[[], None] | None = None,
+) -> Iterator[Running]:
+    """`srtd collector --json` until the block ends; its stderr kept in a file beside the db.
+
+    `preexec_fn`: run in the child before it starts (rlimits).
+    """
     port = port if port is not None else free_port()
     stderr = db.with_name(f"{db.stem}-{port}-{time.monotonic_ns()}.stderr")
     argv = [*SRTD, "collector", "--db", str(db), "--port", str(port), "--json", *extra]
     with stderr.open("w") as err:
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, text=True, env=env if env is not None else collector_env()
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env if env is not None else collector_env(),
+            preexec_fn=preexec_fn,  # noqa: PLW1509 (only setrlimit, from the test's main thread)
         )
     try:
         assert proc.stdout is not None

@@ -11,10 +11,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
-from srtd.collector import SCHEMA_VERSION, Store, Tokens, create_app, open_db
+from srtd.collector import SCHEMA_VERSION, Store, Tokens, _api, create_app, open_db
 from srtd.collector._store import MIGRATIONS, SchemaTooNew
 from tests.collector.conftest import READ, WRITE, client_for
 
@@ -160,6 +161,18 @@ async def test_unknown_fields_are_ignored_for_newer_reporters(api: httpx.AsyncCl
     assert (await api.put("/api/jobs/n", json=put("workers", gpu_hours=3.5))).status_code == 200
 
 
+async def test_a_body_that_dawdles_is_408(api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_api, "BODY_SECONDS", 0.5)
+
+    async def slowly() -> Any:
+        yield b'{"status": '
+        await anyio.sleep(5)
+        yield b'"workers"}'
+
+    answer = await api.put("/api/jobs/slow", content=slowly())
+    assert (answer.status_code, answer.json()["error"]) == (408, "the body did not arrive within 0.5 s")
+
+
 async def test_a_body_over_one_mib_is_413_declared_or_streamed(api: httpx.AsyncClient) -> None:
     big = put("benchmark", benchmark_results={"blob": "x" * (1 << 20)})
     answer = await api.put("/api/jobs/big", json=big)
@@ -219,7 +232,8 @@ async def test_the_cursor_feed_pages_through_every_job_in_order(api: httpx.Async
     only_b = (await api.get(f"/api/jobs/b/events?after={middle}")).json()
     assert [e["status"] for e in only_b["events"]] == ["failed"]
     bad = await api.get("/api/events?after=-1")
-    assert (bad.status_code, bad.json()["error"]) == (422, "after must be a non-negative integer, got '-1'")
+    refused = (422, "after must be a non-negative integer below 10**18, got '-1'")
+    assert (bad.status_code, bad.json()["error"]) == refused
 
 
 async def test_the_journal_route_records_each_event_once(api: httpx.AsyncClient) -> None:

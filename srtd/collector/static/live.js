@@ -5,11 +5,17 @@
   const main = document.querySelector("main[data-feed]");
   if (!main) return;
   const badge = document.getElementById("live");
+  // the page's CSP nonce: a fragment's timeline <style> must carry it to apply here
+  const script = document.querySelector("script[nonce]");
+  const nonce = script ? script.nonce : "";
   let cursor = Number(main.dataset.cursor || "0");
   const every = 1000; // ms between polls
 
   async function refresh() {
-    const answer = await fetch(location.href, { headers: { "X-Fragment": "1" }, credentials: "same-origin" });
+    const answer = await fetch(location.href, {
+      headers: { "X-Fragment": "1", "X-Nonce": nonce },
+      credentials: "same-origin",
+    });
     if (answer.ok) main.innerHTML = await answer.text();
   }
 
