@@ -34,6 +34,7 @@ from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
 from srtd.supervisor._control import JobControl
+from srtd.supervisor._diskspace import watch_log_space
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, report
@@ -285,6 +286,7 @@ class Job:
                 if not runner.unit.on_teardown:  # host teardown steps: launched by the teardown
                     tg.start_soon(runner.run)
             tg.start_soon(self._results.follow, self.changed)
+            tg.start_soon(watch_log_space, self.log_dir, self.journal)  # units' logs fill it unseen
             if self.console.progress_interval:
                 rows = lambda: progress_rows(self.runners.values(), self.clock.now(), self.launcher.address)  # noqa: E731
                 tg.start_soon(show_progress, self.journal, self.console, self.console.progress_interval, rows)
