@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from srtd.supervisor._journal import Journal
 
@@ -68,12 +69,6 @@ def read_space(directory: Path) -> Space | None:
     return Space(free=stat.f_bavail * stat.f_frsize, size=stat.f_blocks * stat.f_frsize, inodes_left=inodes_left)
 
 
-def is_full(directory: Path) -> bool:
-    """No byte (or no inode) left on `directory`'s file system now."""
-    space = read_space(directory)
-    return space is not None and space.level(Level.OK) is Level.FULL
-
-
 def _size(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -99,19 +94,33 @@ def describe(directory: Path, space: Space, level: Level) -> str:
     return f"{where} has room again"
 
 
-async def watch_log_space(directory: Path, journal: Journal, interval: float = CHECK_SECONDS) -> None:
-    """Until cancelled: journal each change of the log file system's level (the first look
-    says only `low` or `full`: a job that starts with room says nothing).  Real time, not
-    the job's clock: how often srtd looks is plumbing, not supervision semantics."""
-    level = Level.OK
-    while True:
-        space = read_space(directory)
-        if space is not None:
-            now = space.level(level)
-            if now is not level:
-                level = now
-                detail = {"level": now.value, "free_bytes": space.free, "size_bytes": space.size}
-                journal.emit(
-                    None, journal.view.state, reason=describe(directory, space, now), detail={DETAIL_KEY: detail}
-                )
-        await anyio.sleep(interval)
+class LogSpaceWatch:
+    """The log file system's level as last seen (`level`), and the task that looks."""
+
+    def __init__(self, directory: Path, journal: Journal, interval: float = CHECK_SECONDS) -> None:
+        self.directory = directory
+        self.journal = journal
+        self.interval = interval
+        self.level = Level.OK
+
+    async def run(self) -> None:
+        """Until cancelled: journal each change of level (the first look says only `low` or
+        `full`: a job that starts with room says nothing).  The look runs in a worker
+        thread: `statvfs` of a hung mount blocks as a write to it would (the journal's
+        writes are off the event loop for the same reason), and a hung look holds one
+        thread, abandoned when the job ends.  Real time, not the job's clock: how often
+        srtd looks is plumbing, not supervision semantics."""
+        while True:
+            space = await anyio.to_thread.run_sync(read_space, self.directory, abandon_on_cancel=True)
+            if space is not None:
+                self._see(space)
+            await anyio.sleep(self.interval)
+
+    def _see(self, space: Space) -> None:
+        now = space.level(self.level)
+        if now is self.level:
+            return
+        self.level = now
+        facts = {"level": now.value, "free_bytes": space.free, "size_bytes": space.size}
+        reason = describe(self.directory, space, now)
+        self.journal.emit(None, self.journal.view.state, reason=reason, detail={DETAIL_KEY: facts})

@@ -14,7 +14,6 @@ import anyio
 from srtd.launch import Handle
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import within
-from srtd.supervisor._diskspace import is_full
 from srtd.supervisor._liveness import LivenessWatcher
 from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
 from srtd.supervisor._tail import Tailer
@@ -60,8 +59,8 @@ async def watch_readiness(runner: UnitRunner, readiness: Readiness, finish: Fini
     reason = f"not ready within {readiness.timeout_seconds:g} s"
     if runner.last_probe:
         reason += f" (last probe: {describe(probe, _probe_host(runner))}: {runner.last_probe})"
-    if isinstance(probe, LogProbe) and is_full(runner.log_path.parent):
-        reason += " (its log's file system is full: the line it waits for may have been lost)"
+    if isinstance(probe, LogProbe) and runner.port.log_space_full:
+        reason += " (the log file system is full: the line it waits for may have been lost)"
     finish(AttemptEnd("not-ready", reason))
 
 

@@ -86,7 +86,7 @@ async def test_a_ready_line_lost_to_a_full_disk_is_told(
         f"the log file system of {small_tmpfs} (0 B free of 2.0 MiB) is full: units' output to their logs "
         "is lost, and a unit whose ready line cannot be written is never ready"
     )
-    lost = "not ready within 8 s (its log's file system is full: the line it waits for may have been lost)"
+    lost = "not ready within 8 s (the log file system is full: the line it waits for may have been lost)"
     assert (result.exit_code, result.reason) == (1, f"w failed: {lost}")
     told = [e for e in result.events if e.unit is None and "log_space" in (e.detail or {})]
     assert [(e.state, e.prev, e.reason) for e in told] == [("starting", "starting", full)]
