@@ -133,8 +133,8 @@ def _job_plan(recipe: Path, choice: PlanChoice, local: bool, slurm_job: str | No
             raise UsageError(f"{recipe} was planned for Slurm; plan it with --local to run it on this machine")
     else:
         plan, claim = _plan_recipe(recipe, choice, local)
-        if claim is not None and plan.port_offset:
-            click.echo(f"srtd: ports offset by {plan.port_offset}: another job holds the ones below", err=True)
+        if claim is not None and claim.moved is not None:
+            click.echo(f"srtd: ports offset by {plan.port_offset}: {claim.moved}", err=True)
     if not local:
         from srtd.launch import with_srun_lines
 

@@ -28,7 +28,6 @@ import errno
 import os
 import shutil
 import signal
-import socket
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +38,7 @@ import structlog
 
 from srtd.errors import LaunchError
 from srtd.launch._guardian import Guardian
+from srtd.launch._holders import bind_errno, port_holder
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import ExitStatus
 from srtd.unit import Unit
@@ -145,20 +145,14 @@ def _check_ports_free(unit: Unit) -> None:
     what the previous attempt left behind, and the unit's own bind then says so.
     """
     for name, port in unit.ports.items():
-        if port <= 0:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            # TIME_WAIT leftovers of earlier connections do not count as taken
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("0.0.0.0", port))
-            except OSError as e:
-                if e.errno != errno.EADDRINUSE:
-                    raise
-                raise LaunchError(
-                    f"{unit.name}: port {port} ({name}) is already in use on this machine; "
-                    "another program listens there and would answer the unit's readiness probe"
-                ) from None
+        refused = bind_errno(port) if port > 0 else None
+        if refused == errno.EACCES:
+            raise LaunchError(f"{unit.name}: port {port} ({name}) needs privileges to bind")
+        if refused is not None:
+            raise LaunchError(
+                f"{unit.name}: port {port} ({name}) is already in use on this machine; "
+                f"{port_holder(port)} listens there and would answer the unit's readiness probe"
+            )
 
 
 class LocalLauncher:

@@ -87,4 +87,11 @@ class JobControl:
         runner = self._runner(unit)
         if not runner.live or runner.handle is None:
             raise ControlError(f"{unit} has no running process (it is {runner.state.value})")
-        await runner.handle.signal(signum)
+        # Noted before it is sent: the exit it may cause can be seen before `signal` returns,
+        # and its journaled reason must say that a person sent it (`_unit_after`).
+        earlier, runner.user_signal = runner.user_signal, (signum, self._job.clock.now())
+        try:
+            await runner.handle.signal(signum)
+        except BaseException:
+            runner.user_signal = earlier
+            raise

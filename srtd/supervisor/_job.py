@@ -34,6 +34,7 @@ from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
 from srtd.supervisor._control import JobControl
+from srtd.supervisor._diskspace import Level, LogSpaceWatch
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, report
@@ -136,6 +137,7 @@ class Job:
         self.tailers: dict[Path, Tailer] = {}
         self.log_watch = choose_watch_mode(log_watch, launcher.log_watch)
         self._watcher: LogWatcher | None = None
+        self._log_space: LogSpaceWatch | None = None
         self.failure: tuple[str, str] | None = None
         self.first_fatal: tuple[str, str] | None = None
         self._stopping = False
@@ -169,6 +171,10 @@ class Job:
     def tasks_running(self) -> bool:
         """The job's tasks run (it has started, and its task group is open)."""
         return self._tg is not None
+
+    @property
+    def log_space_full(self) -> bool:
+        return self._log_space is not None and self._log_space.level is Level.FULL
 
     def emit(self, unit: str, state: UnitState, **facts: Unpack[EventFacts]) -> Event:
         return self.journal.emit(unit, state, **facts)
@@ -285,6 +291,8 @@ class Job:
                 if not runner.unit.on_teardown:  # host teardown steps: launched by the teardown
                     tg.start_soon(runner.run)
             tg.start_soon(self._results.follow, self.changed)
+            self._log_space = LogSpaceWatch(self.log_dir, self.journal)
+            tg.start_soon(self._log_space.run)  # the units' own logs fill it unseen
             if self.console.progress_interval:
                 rows = lambda: progress_rows(self.runners.values(), self.clock.now(), self.launcher.address)  # noqa: E731
                 tg.start_soon(show_progress, self.journal, self.console, self.console.progress_interval, rows)

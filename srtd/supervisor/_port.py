@@ -59,6 +59,11 @@ class JobPort(Protocol):
         """A stop was asked for (a signal): a unit that ends now was stopped from outside."""
         ...
 
+    @property
+    def log_space_full(self) -> bool:
+        """The log directory's file system was full at the last look (`_diskspace`)."""
+        ...
+
     # -- state and events
     def emit(self, unit: str, state: UnitState, **facts: Unpack[EventFacts]) -> Event: ...
 

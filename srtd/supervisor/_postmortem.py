@@ -79,6 +79,12 @@ def timeline(events: Sequence[Event]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _log_space(events: Sequence[Event]) -> list[str]:
+    """What the job said of its log file system's room (full, nearly full, room again)."""
+    said = [e for e in events if e.unit is None and "log_space" in (e.detail or {})]
+    return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said]
+
+
 def write_postmortem(
     path: Path,
     *,
@@ -98,6 +104,7 @@ def write_postmortem(
         f"reason: {reason}",
         f"culprit: {culprit or '-'}",
         "first fatal log line: " + (f"{first_fatal[0]}: {first_fatal[1]}" if first_fatal is not None else "none"),
+        *_log_space(events),
         "",
         render_table_text(rows, "units"),
     ]

@@ -75,6 +75,7 @@ class UnitRunner:
         self.ready_seconds: float | None = None
         self.killed_after_timeout = False
         self.signalled = False  # srtd sent this attempt SIGTERM or SIGKILL
+        self.user_signal: tuple[int, float] | None = None  # `srtd signal` to this attempt: (signum, when)
         self.waiting_on: tuple[Edge, ...] = ()
         self.last_probe: str | None = None
         self._finish: Callable[[AttemptEnd], None] | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from srtd.events import UnitState
+from srtd.launch import signal_name
 from srtd.supervisor._attempt import AttemptEnd, ended
 from srtd.supervisor._unit_stop import stop_own
 from srtd.unit import Unit
@@ -26,9 +27,21 @@ def _judge_exit(runner: UnitRunner) -> tuple[bool, str]:
     assert status is not None
     runner.succeeded = runner.succeeded or status.code == 0
     before_ready = runner.unit.readiness is not None and not runner.ready_now
-    reason = ended(status) + (" before it was ready" if before_ready else "")
+    reason = ended(status) + _user_signal_note(runner) + (" before it was ready" if before_ready else "")
     runner.emit(UnitState.EXITED, attempt=runner.attempt, exit_code=status.code, signal=status.signal, reason=reason)
     return status.failed or before_ready, reason
+
+
+def _user_signal_note(runner: UnitRunner) -> str:
+    """What an exit's reason adds when a person signalled the attempt (`srtd signal`): the
+    restart policy judges the exit as any other, and the journal says who sent the signal."""
+    if runner.user_signal is None or runner.status is None:
+        return ""
+    signum, sent_at = runner.user_signal
+    if runner.status.signal == signum:
+        return " (sent through srtd signal)"
+    ago = runner.port.clock.now() - sent_at
+    return f" ({signal_name(signum)} sent through srtd signal {ago:.0f} s before)"
 
 
 async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:

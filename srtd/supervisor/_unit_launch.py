@@ -32,6 +32,7 @@ async def launch_attempt(runner: UnitRunner) -> bool:
         runner.handle = handle
         runner.status = None
         runner.signalled = False
+        runner.user_signal = None
         runner.attempt = number
     runner.settling = True
     try:

@@ -59,6 +59,8 @@ async def watch_readiness(runner: UnitRunner, readiness: Readiness, finish: Fini
     reason = f"not ready within {readiness.timeout_seconds:g} s"
     if runner.last_probe:
         reason += f" (last probe: {describe(probe, _probe_host(runner))}: {runner.last_probe})"
+    if isinstance(probe, LogProbe) and runner.port.log_space_full:
+        reason += " (the log file system is full: the line it waits for may have been lost)"
     finish(AttemptEnd("not-ready", reason))
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -17,6 +18,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: The signals that ask a toy program to stop gracefully.  Slurm's `scancel` and srtd's
 #: teardown send SIGTERM; a person at a terminal sends SIGINT with Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+#: The signals a toy program answers with one line saying what it is doing, and goes on.
+#: A real server reloads its settings or reopens its logs on SIGHUP; a toy has neither,
+#: and without a handler Python's default would end it, so `srtd signal JOB UNIT HUP`
+#: (docs/attach.md) would kill the unit instead of showing that the signal arrived.
+STATUS_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def seconds_option(flag: str, default: float | None, help: str, *, minimum: float = 0.0) -> Callable[[F], F]:
@@ -68,6 +75,19 @@ class StopRequest:
                 self.requested.set()
             else:
                 self.again.set()
+
+
+async def answer_status_signals(
+    say: Say, status: Callable[[], str], *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Until cancelled: each status signal gets the line `received SIGHUP, going on: STATUS`.
+
+    Start it with `TaskGroup.start`: once that returns, the signals are caught.
+    """
+    with anyio.open_signal_receiver(*STATUS_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            say(f"received {signal.Signals(signum).name}, going on: {status()}")
 
 
 def format_address(host: str, port: int) -> str:

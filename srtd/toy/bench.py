@@ -21,7 +21,7 @@ import anyio
 import click
 import httpx
 
-from srtd.toy._proc import Say, seconds_option
+from srtd.toy._proc import Say, answer_status_signals, seconds_option
 
 Endpoint = Literal["completions", "chat"]
 _PATHS: dict[Endpoint, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -95,11 +95,25 @@ def _text_of(choice: dict[str, Any]) -> str:
     return str((choice.get("delta") or {}).get("content") or "")
 
 
+class Progress:
+    """How far the bench is, for the line a status signal (SIGHUP, ...) gets."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done: int | None = None  # None: no request sent yet
+
+    def status(self) -> str:
+        if self.done is None:
+            return "no request sent yet"
+        return f"{self.done} of {self.total} requests done"
+
+
 class Bench:
-    def __init__(self, config: BenchConfig, client: httpx.AsyncClient, model: str) -> None:
+    def __init__(self, config: BenchConfig, client: httpx.AsyncClient, model: str, progress: Progress) -> None:
         self.config = config
         self.client = client
         self.model = model
+        self.progress = progress
 
     def body(self, index: int) -> dict[str, Any]:
         # A distinct prompt per request: a real server could otherwise answer from a cache.
@@ -190,8 +204,10 @@ class Bench:
             # `concurrency` requests are in flight, and none waits behind a slow one.
             for index in indices:
                 outcomes[index] = await self.one(index)
+                self.progress.done = (self.progress.done or 0) + 1
 
         start = time.perf_counter()
+        self.progress.done = 0
         async with anyio.create_task_group() as tg:
             for _ in range(min(self.config.concurrency, self.config.requests)):
                 tg.start_soon(lane)
@@ -266,6 +282,16 @@ def _fmt(dist: dict[str, float | None]) -> str:
 async def run_bench(config: BenchConfig) -> int:
     """Run the benchmark; returns 0 when every request succeeded, else 1."""
     say = Say("toy-bench")
+    progress = Progress(config.requests)
+    async with anyio.create_task_group() as tg:
+        await tg.start(answer_status_signals, say, progress.status)
+        code = await _bench(config, say, progress)
+        tg.cancel_scope.cancel()
+    return code
+
+
+async def _bench(config: BenchConfig, say: Say, progress: Progress) -> int:
+    """The benchmark itself: wait for the server, send the requests, report."""
     url = base_url(config.url)
     failure: str | None = None
     outcomes: list[Outcome] = []
@@ -296,7 +322,7 @@ async def run_bench(config: BenchConfig) -> int:
                 f"{config.requests} requests to {url}{_PATHS[config.endpoint]} (model {model}, "
                 f"concurrency {config.concurrency}, max_tokens {config.max_tokens}, {mode})"
             )
-            outcomes, duration = await Bench(config, client, model).run()
+            outcomes, duration = await Bench(config, client, model, progress).run()
             failed = [o for o in outcomes if not o.ok]
             if failed:
                 failure = f"{len(failed)}/{len(outcomes)} requests failed; first error: {failed[0].error}"

@@ -23,7 +23,7 @@ import click
 import httpx
 
 from srtd.toy._http import App, HttpError, HttpServer, Request, Response, StreamResponse, json_response, sse_event
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, seconds_option
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, answer_status_signals, seconds_option
 
 WorkerType = Literal["prefill", "decode", "regular"]
 #: Header naming the worker that produced a response (the decode worker in PD mode).
@@ -91,6 +91,11 @@ class ToyRouter:
         self.app.route("POST", "/v1/chat/completions")(self.generate)
 
     # ------------------------------------------------------------------ health
+
+    def status(self) -> str:
+        """What a status signal (SIGHUP, SIGUSR1, SIGUSR2) gets said: the workers' health."""
+        healthy = sum(w.is_healthy for w in self.workers)
+        return f"{healthy} of {len(self.workers)} workers healthy"
 
     def healthy(self, kind: WorkerType) -> list[Worker]:
         return [w for w in self.workers if w.worker_type == kind and w.is_healthy]
@@ -279,6 +284,7 @@ async def run_router(config: RouterConfig) -> int:
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with client, anyio.create_task_group() as tg:
             tg.start_soon(stop.watch, signals)
+            await tg.start(answer_status_signals, say, router.status)
             counts = {kind: sum(w.worker_type == kind for w in router.workers) for kind in ("prefill", "decode")}
             say(
                 f"starting with {counts['prefill']} prefill, {counts['decode']} decode, "

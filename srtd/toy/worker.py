@@ -18,7 +18,7 @@ import click
 
 from srtd.toy import _openai as oai
 from srtd.toy._http import App, HttpError, HttpServer, Request, Response, StreamResponse, json_response, sse_event
-from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, crash, seconds_option
+from srtd.toy._proc import STOP_SIGNALS, Say, StopRequest, answer_status_signals, crash, seconds_option
 from srtd.toy._tokens import count_tokens, generate
 
 Role = Literal["prefill", "decode", "agg"]
@@ -70,6 +70,10 @@ class ToyWorker:
                 "in_flight": self.in_flight,
             }
         )
+
+    def status(self) -> str:
+        """What a status signal (SIGHUP, SIGUSR1, SIGUSR2) gets said: the `/stats` counters."""
+        return f"{self.requests_total} requests so far, {self.in_flight} in flight"
 
     def _check_model(self, model: str) -> None:
         if model != self.config.model:
@@ -173,6 +177,7 @@ async def run_worker(config: WorkerConfig) -> int:
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop.watch, signals)
+            await tg.start(answer_status_signals, say, worker.status)
             if config.fail_after is not None:
                 tg.start_soon(crash_later, config.fail_after)
             say(f"loading model {config.model} (role {config.role}) ...")

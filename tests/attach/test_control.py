@@ -73,4 +73,6 @@ async def test_a_requested_restart_ignores_the_policy_and_is_counted(maker: Plan
     assert result.view.units["x"].restarts == 1
     assert result.view.units["x"].reason is not None
     assert "restarts exhausted: 1 of 0" in result.view.units["x"].reason
+    # the signal that ended it came from a person, and the journal says so
+    assert result.view.units["x"].reason.startswith("was killed by SIGTERM (sent through srtd signal)")
     assert (maker.log_dir / "w.log.1").read_text() == "up 0\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import os
+import re
+import select
 import signal
 import subprocess
 import time
@@ -60,6 +62,33 @@ def fill(directory: Path) -> Path:
     return filler
 
 
+class Output:
+    """What a running srtd prints, read as it comes (its journal cannot be, while the disk
+    is full), so that the test waits for what it needs to see, not for a guessed time."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.fd = proc.stdout.fileno()
+        self.text = ""
+
+    def until(self, pattern: str, timeout: float = 120.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.text, re.MULTILINE)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no line matching {pattern!r} in {timeout:g} s:\n{self.text}")
+            if select.select([self.fd], [], [], min(left, 1.0))[0]:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"srtd ended without a line matching {pattern!r}:\n{self.text}")
+                self.text += chunk.decode(errors="replace")
+        return found
+
+    def rest(self, out: str) -> str:
+        return self.text + out
+
+
 def test_a_full_log_dir_delays_the_journal_not_the_decisions(small_tmpfs: Path, tmp_path: Path) -> None:
     log_dir = small_tmpfs
     # Quick, many restarts: a page of tmpfs holds ~20 events, so the journal must outgrow it
@@ -71,6 +100,7 @@ def test_a_full_log_dir_delays_the_journal_not_the_decisions(small_tmpfs: Path, 
         )
     )
     proc = srtd("run", str(recipe), "--log-dir", str(log_dir))
+    output = Output(proc)
     try:
         seen = wait_for(log_dir, lambda es: any(e.unit is None and e.state == "running" for e in es))
         written_before = (log_dir / "events.jsonl").read_text()
@@ -78,11 +108,18 @@ def test_a_full_log_dir_delays_the_journal_not_the_decisions(small_tmpfs: Path, 
         assert pid is not None
         filler = fill(log_dir)
         full_at = time.time()
+        # srtd's journal still fits in its page: the look at the file system tells it
+        output.until(r"\] the log file system of .* is full: ")
         os.kill(pid, signal.SIGKILL)
-        time.sleep(8)  # backoff 1 s, then the worker's start: all while the disk is full
+        # restarted while the disk is full; the new attempt dies of it (below) and is
+        # restarted again, until the journal outgrows its page and cannot be written
+        output.until(r"agg_1_node1 backoff .*attempt=2 ")
+        output.until(r"^srtd: cannot write ")
         filler.unlink()
         freed_at = time.time()
-        out = ctrl_c(proc)
+        output.until(r"\] the log file system of .* has room again$")
+        output.until(r"^srtd: events\.jsonl is written again \(")
+        out = output.rest(ctrl_c(proc))
     finally:
         reap(proc)
     assert "Traceback" not in out
@@ -100,4 +137,5 @@ def test_a_full_log_dir_delays_the_journal_not_the_decisions(small_tmpfs: Path, 
         f"srtd: cannot write {log_dir / 'events.jsonl'}: No space left on device; "
         "the journal is kept in memory until it can be written"
     ]
-    assert "srtd: events.jsonl is written again (" in out
+    told = [(e.detail or {})["log_space"]["level"] for e in journal if "log_space" in (e.detail or {})]
+    assert told == ["full", "ok"]  # each said once, and in the journal once it has room

@@ -147,7 +147,9 @@ def test_two_demos_at_once_take_their_own_ports_and_both_exit_0(tmp_path: Path) 
     assert ports[1] == {u: {k: v + 10 for k, v in p.items()} for u, p in ports[0].items()}
     watcher = next(u for u in plans[1]["units"] if u["name"] == "service_watcher")
     assert "http://127.0.0.1:8010/workers" in watcher["argv"][-1]
-    assert "srtd: ports offset by 10: another job holds the ones below" in out_second
+    lowest = min(p for u in plans[0]["units"] for p in u["ports"].values())
+    moved = f"srtd: ports offset by 10: port {lowest} is held by srtd job {plans[0]['job_id']} (pid {first.pid})"
+    assert moved in out_second.splitlines()
     for logs in (first_logs, second_logs):
         journal = check_journal(logs / "events.jsonl", [])
         assert (journal[-1].state, journal[-1].exit_code) == ("succeeded", 0)
