@@ -7,13 +7,16 @@ so the live view of a job and the replay of its journal end on the same screen.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from srtd.attach._protocol import event_of
 from srtd.events import Event, JobView, UnitState
 from srtd.launch import ExitStatus
 from srtd.supervisor import event_message
@@ -109,3 +112,57 @@ class RunView:
             self.view.apply(event)
         self.seen = len(events)
         return render_view(self.view, events, self.order)
+
+
+class LiveView:
+    """`srtd attach`'s live screen: the job folded from its subscription, drawn in place.
+
+    A subscription from 0 begins with the journal's replay up to the snapshot's `seq`
+    (`replayed`): the first screen is drawn once that is applied, never the half-folded
+    job before it.  Then a change is drawn at most every `refresh` seconds, and at once
+    when the stream goes quiet (`take(None)`) or ends, so the last event of a burst is on
+    screen without waiting for the next one (a quiet job may send none for hours).
+    """
+
+    def __init__(self, console: Console, order: Sequence[str], replayed: int, refresh: float) -> None:
+        self._order = list(order)
+        self.view = JobView.fold([], self._order)
+        self.events: list[Event] = []
+        self._console = console
+        self._replayed = replayed
+        self._refresh = refresh
+        self._live: Live | None = None
+        self._drawn = -float("inf")
+        self._changed = True
+
+    def take(self, message: Mapping[str, Any] | None) -> None:
+        """One message of the subscription, or None: nothing came for a while."""
+        if message is not None:
+            kind = message.get("type")
+            if kind == "event":
+                event = event_of(message)
+                if event.seq > self.view.seq:  # a resumed subscription may repeat the snapshot's events
+                    self.view.apply(event)
+                    self.events.append(event)
+                    self._changed = True
+            replaying = self.view.seq < self._replayed
+            if kind != "end" and (replaying or time.monotonic() - self._drawn < self._refresh):
+                return
+        self._draw()
+
+    def _draw(self) -> None:
+        if not self._changed:
+            return
+        screen = render_view(self.view, self.events, self._order)
+        if self._live is None:
+            self._live = Live(screen, console=self._console, auto_refresh=False, transient=False)
+            self._live.start(refresh=True)
+        else:
+            self._live.update(screen, refresh=True)
+        self._drawn, self._changed = time.monotonic(), False
+
+    def close(self) -> None:
+        """Draw what is not drawn yet and leave the last screen."""
+        self._draw()
+        if self._live is not None:
+            self._live.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from srtd.attach._protocol import snapshot_message, view_of
 from srtd.attach._timeline import Link, TierStop, build, render_timeline, write_svg
-from srtd.attach._view import render_view
+from srtd.attach._view import LiveView, render_view
 from srtd.events import Event, JobView
 from srtd.supervisor import read_journal
 from tests.attach.helpers import srtd
@@ -51,6 +52,30 @@ def golden(name: str, text: str) -> None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_the_live_view_draws_the_replay_once_applied_and_a_burst_s_last_event_when_quiet(
+    events: list[Event],
+) -> None:
+    """No empty screen before the replay is applied; the last event of a burst is drawn when the
+    stream goes quiet, not when (if ever) the next event comes."""
+    order = ["etcd", "w0", "bench"]
+    out = io.StringIO()
+    screen = LiveView(Console(file=out, width=140, force_terminal=True), order, replayed=3, refresh=3600)
+    for event in events[:2]:
+        screen.take({"type": "event", "event": json.loads(event.to_line())})
+    assert out.getvalue() == ""  # still replaying
+    screen.take({"type": "event", "event": json.loads(events[2].to_line())})
+    assert f"#{events[2].seq} " in out.getvalue()  # the replay's end, drawn at once
+    for event in events[3:]:  # a burst: within `refresh`, not drawn yet
+        screen.take({"type": "event", "event": json.loads(event.to_line())})
+    assert "succeeded" not in out.getvalue()
+    screen.take(None)
+    assert "demo (job 4242): succeeded, exit code 0" in out.getvalue()
+    drawn = out.getvalue()
+    screen.take(None)  # nothing new: nothing drawn
+    assert out.getvalue() == drawn
+    screen.close()
 
 
 def test_the_view_of_a_finished_job(events: list[Event]) -> None:
