@@ -23,14 +23,16 @@ from srtd.supervisor import event_message
 
 EVENT_PANE = 12  # events shown under the table
 
+# The one table of the states' colours (the view, the timeline and its legend): each state a
+# colour of its own, so that an exit, a backoff and a failure tell apart on the timeline's bars.
 STATE_STYLE = {
     UnitState.PENDING: "dim",
     UnitState.WAITING: "yellow",
     UnitState.STARTING: "cyan",
     UnitState.READY: "green",
-    UnitState.EXITED: "red",
-    UnitState.BACKOFF: "red",
-    UnitState.STOPPING: "magenta",
+    UnitState.EXITED: "dark_orange",
+    UnitState.BACKOFF: "magenta",
+    UnitState.STOPPING: "bright_blue",
     UnitState.STOPPED: "dim",
     UnitState.FAILED: "bold red",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from srtd.attach._protocol import snapshot_message, view_of
-from srtd.attach._timeline import Link, TierStop, build, render_timeline, write_svg
+from srtd.attach._timeline import Link, TierStop, build, render_timeline, svg_text, write_svg
 from srtd.attach._view import LiveView, render_view
 from srtd.events import Event, JobView
 from srtd.supervisor import read_journal
@@ -117,6 +118,18 @@ def test_the_timeline_finds_the_critical_chain_and_the_teardown_by_tier(events: 
         "waiting", "starting", "exited", "backoff", "starting", "ready", "stopping", "stopped",
     ]  # fmt: skip
     golden("timeline.txt", capture(render_timeline(line, width=40)))
+
+
+def test_each_state_of_the_timeline_s_legend_has_a_colour_of_its_own(events: list[Event]) -> None:
+    """In the SVG (rich's export: each text run's class has a CSS fill), every state of the
+    legend is drawn in a fill no other state has; exited, backoff and failed were all red."""
+    svg = svg_text(build(events))
+    fills = dict(re.findall(r"\.(terminal-\d+-r\d+) \{ fill: (#[0-9a-f]{6})", svg))
+    legend = re.findall(r'<text class="([^"]+)"[^>]*>█</text><text [^>]*>&#160;([a-z]+)&#160;', svg)
+    by_state = {state: fills[css] for css, state in legend}
+    states = ["waiting", "starting", "ready", "exited", "backoff", "stopping", "failed"]
+    assert list(by_state) == states
+    assert len(set(by_state.values())) == len(states), by_state
 
 
 def test_the_timeline_picture_is_an_svg(events: list[Event], tmp_path: Path) -> None:
