@@ -23,7 +23,7 @@ from srtd._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
-    from srtd.attach._jobs import ListedJob, journal_end, journal_events, journal_view, list_jobs
+    from srtd.attach._jobs import DEAD, ListedJob, gone_note, journal_end, journal_events, journal_view, list_jobs
     from srtd.attach._logs import follow_log, unit_log, unit_logs
     from srtd.attach._paths import pointer_job_id, srtd_command
     from srtd.attach._protocol import event_of, snapshot_message, view_of
@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 # public name -> (module, its name there)
 _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
-    **{n: ("_jobs", n) for n in ("ListedJob", "journal_end", "journal_events", "journal_view", "list_jobs")},
+    **{
+        n: ("_jobs", n)
+        for n in ("DEAD", "ListedJob", "gone_note", "journal_end", "journal_events", "journal_view", "list_jobs")
+    },
     **{n: ("_relay", n) for n in ("RELAY_STEP", "run_relay")},
     **{n: ("_paths", n) for n in ("pointer_job_id", "srtd_command")},
     **{n: ("_logs", n) for n in ("follow_log", "unit_log", "unit_logs")},
@@ -54,6 +57,7 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
+    "DEAD",
     "RELAY_STEP",
     "SVG_NAME",
     "Connection",
@@ -68,6 +72,7 @@ __all__ = [
     "event_of",
     "follow_log",
     "gantt_width",
+    "gone_note",
     "journal_end",
     "journal_events",
     "journal_view",

@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from srtd.attach._paths import is_live, pointer_job_id, resolve, sockets
+from srtd.attach._paths import (
+    dead_message,
+    forget_stale,
+    gone_pid,
+    is_live,
+    pointer_facts,
+    pointer_job_id,
+    read_record,
+    resolve,
+    sockets,
+)
 from srtd.attach._protocol import PROTOCOL, encode
 from srtd.errors import AttachError, ControlError
 
@@ -45,7 +55,7 @@ class Connection:
             raise AttachError(f"{path}: permission denied (the job belongs to another user)") from None
         except (ConnectionRefusedError, FileNotFoundError):
             self._sock.close()
-            raise AttachError(f"{path}: the job is not running (stale socket)") from None
+            raise AttachError(_not_running(path)) from None
         except OSError as e:
             self._sock.close()
             raise AttachError(f"{path}: cannot connect: {e.strerror or e}") from None
@@ -167,9 +177,26 @@ class Connection:
         self.close()
 
 
+def _not_running(path: Path) -> str:
+    """Why nothing answers on `path`: a dead job (its srtd is gone: the socket is removed), or not known."""
+    facts = read_record(path)
+    pid = gone_pid(facts)
+    if facts is None or pid is None:
+        return f"{path}: the job is not running (stale socket)"
+    forget_stale(path)
+    return dead_message(facts, pid)
+
+
 def connect(job: str | Path, *, timeout: float | None = 10.0) -> Connection:
     """A connection to JOB (a job id, log directory or socket path): to its socket when it is on
-    this node, else through a relay step on its batch host (`_relay`)."""
+    this node, else through a relay step on its batch host (`_relay`).  A job whose srtd is gone
+    is said to be dead (`AttachError`)."""
+    facts = pointer_facts(Path(job)) if Path(job).is_dir() else None
+    pid = gone_pid(facts)
+    if facts is not None and pid is not None:
+        if isinstance(facts.get("socket"), str):
+            forget_stale(Path(facts["socket"]))
+        raise AttachError(dead_message(facts, pid))
     try:
         path = resolve(str(job))
     except AttachError as miss:

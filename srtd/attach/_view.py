@@ -58,10 +58,13 @@ def _last_event(view: JobView, name: str) -> str:
     return text
 
 
-def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
+def units_table(view: JobView, order: Sequence[str] = (), note: str | None = None) -> Table:
+    """The units' table; `note` follows the job's state in the title (a dead job's)."""
     title = f"{view.name or 'job'} (job {view.job_id or '?'}): {view.state.value}"
     if view.exit_code is not None:
         title += f", exit code {view.exit_code}"
+    if note:
+        title += f" ({note})"
     table = Table(title=title, show_edge=False, expand=False)
     table.add_column("unit", no_wrap=True)
     for column in ("node", "state", "pid / step", "restarts", "ready after", "exit", "last event"):
@@ -88,11 +91,13 @@ def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
     return table
 
 
-def render_view(view: JobView, events: Sequence[Event], order: Sequence[str] = ()) -> RenderableType:
+def render_view(
+    view: JobView, events: Sequence[Event], order: Sequence[str] = (), note: str | None = None
+) -> RenderableType:
     """The table, then the last `EVENT_PANE` events."""
     recent = list(events)[-EVENT_PANE:]
     pane = Text("\n".join(event_line(e) for e in recent) or "no events yet", no_wrap=True, overflow="ellipsis")
-    return Group(units_table(view, order), Panel(pane, title="events", title_align="left"))
+    return Group(units_table(view, order, note), Panel(pane, title="events", title_align="left"))
 
 
 class RunView:

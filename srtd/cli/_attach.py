@@ -30,13 +30,13 @@ def console() -> Any:
 
 def _choose(job: str | None) -> str:
     """JOB as given, or the only running job of this user: on this node, else on the cluster."""
-    from srtd.attach import list_jobs
+    from srtd.attach import DEAD, list_jobs
 
     if job is not None:
         return job
-    jobs = list_jobs(cluster=False)  # this node's first: on a batch host, the job that runs here
+    jobs = [j for j in list_jobs(cluster=False) if j.state == "running"]  # this node's first: on a batch host
     if not jobs:
-        jobs = [j for j in list_jobs() if j.state == "running"]
+        jobs = [j for j in list_jobs() if j.state == "running" and j.stage != DEAD]
     if len(jobs) == 1:
         return jobs[0].socket if jobs[0].batch_host is None and jobs[0].socket else jobs[0].job_id
     if not jobs:
@@ -151,7 +151,7 @@ SHOWN_SKIPS = 5
 
 
 def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
-    from srtd.attach import render_view, snapshot_message
+    from srtd.attach import gone_note, render_view, snapshot_message
     from srtd.events import JobView
 
     events = journal_of(log_dir)
@@ -163,7 +163,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
         for event in events:
             click.echo(event.to_line(), nl=False)
     else:
-        console().print(render_view(view, events, order))
+        console().print(render_view(view, events, order, note=gone_note(log_dir, view)))
 
 
 def _once(target: str, *, as_json: bool) -> None:
