@@ -40,7 +40,14 @@ from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResu
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
-from srtd.supervisor._rows import culprit_text, journal_unwritable, journal_writable, progress_rows, show_progress
+from srtd.supervisor._rows import (
+    culprit_text,
+    journal_unwritable,
+    journal_writable,
+    keep_drawn,
+    progress_rows,
+    show_progress,
+)
 from srtd.supervisor._tail import Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import UnitRunner
@@ -285,6 +292,7 @@ class Job:
                 if not runner.unit.on_teardown:  # host teardown steps: launched by the teardown
                     tg.start_soon(runner.run)
             tg.start_soon(self._results.follow, self.changed)
+            tg.start_soon(keep_drawn, self.console, self.changed)
             if self.console.progress_interval:
                 rows = lambda: progress_rows(self.runners.values(), self.clock.now(), self.launcher.address)  # noqa: E731
                 tg.start_soon(show_progress, self.journal, self.console, self.console.progress_interval, rows)

@@ -173,7 +173,12 @@ class Terminal:
             self.raw += chunk
         return self.text
 
-    def close(self) -> int | None:
+    def close(self, wait: float = 0.0) -> int | None:
+        """The program's exit code, once it has ended by itself within `wait` seconds, else killed."""
+        import contextlib
+
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=wait)
         if self.proc.poll() is None:
             self.proc.kill()
         code = self.proc.wait(timeout=30)

@@ -102,3 +102,25 @@ def test_plain_on_a_terminal_is_the_pipe_s_lines_with_no_table_drawn(tmp_path: P
     assert len(lines) == len(_events(tmp_path / "plain"))
     assert lines[0].endswith("job starting")
     assert "job succeeded" in lines[-1]
+
+
+def test_a_change_held_back_is_drawn_though_no_event_follows(tmp_path: Path) -> None:
+    """The run's view draws a change at most every 0.1 s (at once for a job event or a resting
+    state): of two units starting together the second one's `starting` is held back, and must
+    be drawn once due, not when a unit is ready seconds later (the next event)."""
+    from tests.attach.helpers import Terminal
+
+    second = """  - name: idle2
+    command: [bash, -c, 'sleep 4; echo ready; exec sleep 30']
+    readiness: {log: {pattern: "^ready"}}
+benchmark:"""
+    slow = RECIPE.replace("echo ready;", "sleep 4; echo ready;").replace("benchmark:", second)
+    (tmp_path / "held.yaml").write_text(slow)
+    screen = Terminal("run", str(tmp_path / "held.yaml"), "--local", "--log-dir", str(tmp_path / "held"))
+    try:
+        both = r"service_idle +│ [^│]+│ starting .*\n service_idle2 +│ [^│]+│ starting"
+        text = screen.read_until(lambda t: bool(re.search(both, t)), timeout=60)
+        assert not re.search(r"│ ready ", text), text  # drawn before the next event (a unit ready)
+        screen.read_until(lambda t: "succeeded, exit code 0" in t, timeout=60)
+    finally:
+        assert screen.close(wait=30) == 0
