@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 
 import pytest
 
+from srtd.errors import EXIT_INTERRUPTED
 from tests.attach.helpers import JobProcess, Terminal, srtd
 from tests.supervisor.helpers import PlanMaker
 
@@ -30,13 +32,17 @@ def test_attach_to_a_quiet_job_shows_it_as_it_is_without_waiting_for_an_event(ma
         screen = Terminal("attach", "local-1")
         try:
             text = screen.read_until(lambda t: len(re.findall(r"\bready\b", _last_screen(t, title))) >= 3)
+            screen.proc.send_signal(signal.SIGINT)  # Ctrl-C leaves the view; the job goes on
+            screen.read_until(lambda t: "srtd: interrupted" in t)
         finally:
-            screen.close()
+            assert screen.close(wait=30) == EXIT_INTERRUPTED
+        assert "Traceback" not in screen.text
         assert len(job.events()) == len(before)  # nothing came after the attach: the screen is the replay's
         last = _last_screen(text, title)
         for name in ("etcd", "worker", "router"):
             assert re.search(rf"^ {name} +│ node0 +│ ready ", last, re.MULTILINE), last
         assert "pending" not in last
+        assert job.proc.poll() is None
         assert srtd("stop", "local-1", "--wait").returncode == 0
         assert job.finish()[0] == 143
     finally:

@@ -96,3 +96,14 @@ def test_a_command_interrupted_while_it_starts_says_so_in_one_line(tmp_path: Pat
 def test_the_collector_interrupted_while_it_serves_stops_cleanly(tmp_path: Path) -> None:
     code, stderr = interrupted(["collector", "--port", "0", "--db", str(tmp_path / "c.db")], 3.0, tmp_path)
     assert_clean(code, stderr)
+
+
+def test_logs_follow_interrupted_while_it_follows_says_so_in_one_line(tmp_path: Path) -> None:
+    """`srtd logs -f` of a job whose journal has no end yet follows until Ctrl-C."""
+    example = REPO / "tests" / "attach" / "data" / "example.jsonl"
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    (log_dir / "events.jsonl").write_text("".join(example.read_text().splitlines(keepends=True)[:13]))
+    code, stderr = interrupted(["logs", str(log_dir), "etcd", "-f"], 2.0, tmp_path)
+    assert_clean(code, stderr)
+    assert stderr == ["srtd: interrupted"]
