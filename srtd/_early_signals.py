@@ -8,6 +8,13 @@ that ran nothing and says nothing.  So `srtd run` calls `catch()` first thing: t
 only notes the signal, and the supervisor's relay, once it listens, takes the notes and acts
 on each as if it had just come.  A second Ctrl-C during startup still interrupts at once.
 
+Every `srtd` command starts the same way on a smaller scale: the command line's first act
+(`srtd.cli.main`, before it imports anything heavy) is `note_interrupts()`, so a Ctrl-C while
+srtd imports and parses its arguments is noted instead of raising `KeyboardInterrupt` in the
+middle of some import (a traceback).  The command group then asks `take_interrupt()` before
+the command runs (a noted one: `srtd: interrupted`, exit 130, nothing started) and hands
+Ctrl-C back to Python (`raise_interrupts`) while it runs, where it is caught as one.
+
 This module imports nothing but `signal`, so it is cheap to reach early.
 """
 
@@ -25,6 +32,33 @@ def _note(signum: int, _frame: FrameType | None) -> None:
     if signum == signal.SIGINT and signal.SIGINT in _pending:
         raise KeyboardInterrupt  # Ctrl-C twice while starting: the user means it
     _pending.append(signum)
+
+
+def _note_only(signum: int, _frame: FrameType | None) -> None:
+    _pending.append(signum)
+
+
+def note_interrupts() -> None:
+    """From now on, note Ctrl-C (SIGINT) instead of raising `KeyboardInterrupt` (call from the main thread)."""
+    signal.signal(signal.SIGINT, _note_only)
+
+
+def noting_interrupts() -> bool:
+    """Whether `note_interrupts` is in force."""
+    return signal.getsignal(signal.SIGINT) is _note_only
+
+
+def raise_interrupts() -> None:
+    """Ctrl-C raises `KeyboardInterrupt` again, as in any Python program (call from the main thread)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def take_interrupt() -> bool:
+    """Whether a Ctrl-C was noted; it is forgotten once taken (the other signals stay noted)."""
+    if signal.SIGINT not in _pending:
+        return False
+    _pending[:] = [s for s in _pending if s != signal.SIGINT]
+    return True
 
 
 def catch() -> None:

@@ -23,7 +23,7 @@ from srtd._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
-    from srtd.attach._jobs import ListedJob, journal_end, journal_events, journal_view, list_jobs
+    from srtd.attach._jobs import DEAD, ListedJob, gone_note, journal_end, journal_events, journal_view, list_jobs
     from srtd.attach._logs import follow_log, unit_log, unit_logs
     from srtd.attach._paths import pointer_job_id, srtd_command
     from srtd.attach._protocol import event_of, snapshot_message, view_of
@@ -31,12 +31,15 @@ if TYPE_CHECKING:
     from srtd.attach._server import serve
     from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, svg_text, write_svg
     from srtd.attach._timeline import build as build_timeline
-    from srtd.attach._view import RunView, clock_time, render_view
+    from srtd.attach._view import LiveView, RunView, clock_time, render_view
 
 # public name -> (module, its name there)
 _LAZY = {
     **{n: ("_client", n) for n in ("Connection", "RunningJob", "connect", "running_jobs")},
-    **{n: ("_jobs", n) for n in ("ListedJob", "journal_end", "journal_events", "journal_view", "list_jobs")},
+    **{
+        n: ("_jobs", n)
+        for n in ("DEAD", "ListedJob", "gone_note", "journal_end", "journal_events", "journal_view", "list_jobs")
+    },
     **{n: ("_relay", n) for n in ("RELAY_STEP", "run_relay")},
     **{n: ("_paths", n) for n in ("pointer_job_id", "srtd_command")},
     **{n: ("_logs", n) for n in ("follow_log", "unit_log", "unit_logs")},
@@ -46,7 +49,7 @@ _LAZY = {
         n: ("_timeline", n) for n in ("SVG_NAME", "Timeline", "gantt_width", "render_timeline", "svg_text", "write_svg")
     },
     "build_timeline": ("_timeline", "build"),
-    **{n: ("_view", n) for n in ("RunView", "clock_time", "render_view")},
+    **{n: ("_view", n) for n in ("LiveView", "RunView", "clock_time", "render_view")},
 }
 
 
@@ -54,10 +57,12 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
+    "DEAD",
     "RELAY_STEP",
     "SVG_NAME",
     "Connection",
     "ListedJob",
+    "LiveView",
     "RunView",
     "RunningJob",
     "Timeline",
@@ -67,6 +72,7 @@ __all__ = [
     "event_of",
     "follow_log",
     "gantt_width",
+    "gone_note",
     "journal_end",
     "journal_events",
     "journal_view",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import shutil
 import socket
 from collections.abc import Iterator
@@ -11,12 +12,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from srtd.attach._paths import is_live, pointer_job_id, resolve, sockets
+from srtd.attach._paths import (
+    dead_message,
+    forget_stale,
+    gone_pid,
+    is_live,
+    pointer_facts,
+    pointer_job_id,
+    read_record,
+    resolve,
+    sockets,
+)
 from srtd.attach._protocol import PROTOCOL, encode
 from srtd.errors import AttachError, ControlError
 
 if TYPE_CHECKING:
     from srtd.attach._relay import Relay
+
+
+RECEIVE_SIZE = 65536  # bytes read from the socket at a time
 
 
 class Connection:
@@ -30,7 +44,6 @@ class Connection:
         if relay is not None:
             self._sock = relay.sock
             self._sock.settimeout(timeout)
-            self._file = self._sock.makefile("rb")
             self._greet()
             return
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -42,15 +55,18 @@ class Connection:
             raise AttachError(f"{path}: permission denied (the job belongs to another user)") from None
         except (ConnectionRefusedError, FileNotFoundError):
             self._sock.close()
-            raise AttachError(f"{path}: the job is not running (stale socket)") from None
+            raise AttachError(_not_running(path)) from None
         except OSError as e:
             self._sock.close()
             raise AttachError(f"{path}: cannot connect: {e.strerror or e}") from None
-        self._file = self._sock.makefile("rb")
         self._greet()
 
     def _greet(self) -> None:
         self._next_id = 0
+        # Read by hand, not through `makefile`: `ready()` must know whether a line waits in
+        # the buffer, and a timed-out read must leave the connection usable.
+        self._buffer = bytearray()
+        self._scanned = 0  # the buffer holds no newline before this
         try:
             hello = self.receive()
         except (AttachError, TimeoutError, ValueError):
@@ -78,14 +94,35 @@ class Connection:
         except OSError as e:
             raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
 
+    def _readline(self) -> bytes:
+        """The next line; what is left (b"" at a clean end) when the server closed the connection."""
+        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buffer)
+            try:
+                chunk = self._sock.recv(RECEIVE_SIZE)
+            except TimeoutError:
+                raise
+            except OSError as e:
+                raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
+            if not chunk:
+                end = len(self._buffer) - 1
+                break
+            self._buffer += chunk
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        self._scanned = 0
+        return line
+
+    def ready(self, timeout: float) -> bool:
+        """Whether `receive` would return within `timeout` seconds (a message, or the end)."""
+        if b"\n" in self._buffer:
+            return True
+        readable, _, _ = select.select([self._sock], [], [], timeout)
+        return bool(readable)
+
     def receive(self) -> dict[str, Any] | None:
         """The next message; None when the server closed the connection."""
-        try:
-            line = self._file.readline()
-        except TimeoutError:
-            raise
-        except OSError as e:
-            raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
+        line = self._readline()
         if not line:
             return None
         message = json.loads(line)
@@ -96,6 +133,16 @@ class Connection:
     def messages(self) -> Iterator[dict[str, Any]]:
         while (message := self.receive()) is not None:
             yield message
+
+    def messages_or_quiet(self, quiet: float) -> Iterator[dict[str, Any] | None]:
+        """The messages, and None each time none has come for `quiet` seconds."""
+        while True:
+            if not self.ready(quiet):
+                yield None
+            elif (message := self.receive()) is not None:
+                yield message
+            else:
+                return
 
     def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
         """Send a request and return its reply (an error reply raises).
@@ -119,7 +166,6 @@ class Connection:
                 return reply
 
     def close(self) -> None:
-        self._file.close()
         self._sock.close()
         if self.relay is not None:
             self.relay.close()
@@ -131,9 +177,26 @@ class Connection:
         self.close()
 
 
+def _not_running(path: Path) -> str:
+    """Why nothing answers on `path`: a dead job (its srtd is gone: the socket is removed), or not known."""
+    facts = read_record(path)
+    pid = gone_pid(facts)
+    if facts is None or pid is None:
+        return f"{path}: the job is not running (stale socket)"
+    forget_stale(path)
+    return dead_message(facts, pid)
+
+
 def connect(job: str | Path, *, timeout: float | None = 10.0) -> Connection:
     """A connection to JOB (a job id, log directory or socket path): to its socket when it is on
-    this node, else through a relay step on its batch host (`_relay`)."""
+    this node, else through a relay step on its batch host (`_relay`).  A job whose srtd is gone
+    is said to be dead (`AttachError`)."""
+    facts = pointer_facts(Path(job)) if Path(job).is_dir() else None
+    pid = gone_pid(facts)
+    if facts is not None and pid is not None:
+        if isinstance(facts.get("socket"), str):
+            forget_stale(Path(facts["socket"]))
+        raise AttachError(dead_message(facts, pid))
     try:
         path = resolve(str(job))
     except AttachError as miss:

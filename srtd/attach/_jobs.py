@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from srtd.attach._paths import read_pointer
+from srtd.attach._paths import gone_pid, is_live, pointer_facts, read_pointer, read_record, sockets
 from srtd.events import FINAL_JOB_STATES, Event, JobView, UnitState
 from srtd.supervisor import JOURNAL_NAME, read_journal
 
@@ -94,7 +94,9 @@ def cluster_jobs() -> list[ListedJob]:
         log_dir = mark.get("log_dir") if isinstance(mark.get("log_dir"), str) else None
         view = journal_view(Path(log_dir)) if log_dir else None
         stage, ready, units = _stage(view)
-        pointer = read_pointer(Path(log_dir)) if log_dir and stage not in FINAL_JOB_STATES else None
+        if job.ended and stage is not None and stage not in FINAL_JOB_STATES:
+            stage = DEAD  # Slurm ended the job, and its srtd never journaled the end: it was killed
+        pointer = read_pointer(Path(log_dir)) if log_dir and stage not in (*FINAL_JOB_STATES, DEAD) else None
         listed.append(
             ListedJob(
                 job_id=job.job_id,
@@ -123,11 +125,53 @@ def local_job(job: RunningJob) -> ListedJob:
     )
 
 
+DEAD = "dead"  # `srtd ps`'s state of a job whose srtd is gone without ending its journal
+
+
+def dead_jobs() -> list[ListedJob]:
+    """This node's jobs whose srtd is gone (killed) and left its socket: nothing answers on it and
+    the srtd its record names runs no more.  What each got to is its journal's last word."""
+    found = []
+    for path in sockets():
+        facts = read_record(path)
+        pid = gone_pid(facts)
+        if facts is None or pid is None or is_live(path):
+            continue
+        log_dir = facts.get("log_dir") if isinstance(facts.get("log_dir"), str) else None
+        view = journal_view(Path(log_dir)) if log_dir else None
+        stage, ready, units = _stage(view)
+        found.append(
+            ListedJob(
+                job_id=str(facts.get("job_id")),
+                name=(view.name if view is not None and view.name else "?"),
+                state=DEAD,
+                log_dir=log_dir,
+                stage=stage,
+                ready=ready,
+                units=units,
+                reason=f"its srtd, pid {pid}, is gone",
+                started=view.started_at if view is not None else None,
+                socket=str(path),
+            )
+        )
+    return found
+
+
+def gone_note(log_dir: Path, view: JobView) -> str | None:
+    """For a replay: why a journal that does not end will not end (its srtd is gone), if so."""
+    if view.state in FINAL_JOB_STATES:
+        return None
+    pid = gone_pid(pointer_facts(log_dir))
+    return None if pid is None else f"{DEAD}: its srtd, pid {pid}, is gone"
+
+
 def list_jobs(*, cluster: bool = True) -> list[ListedJob]:
-    """`srtd ps`: this node's live sockets, and (`cluster`, where Slurm is) this user's srtd jobs on the cluster."""
+    """`srtd ps`: this node's live sockets and dead jobs, and (`cluster`, where Slurm is) this user's
+    srtd jobs on the cluster."""
     from srtd.attach._client import running_jobs
 
     local = {job.job_id: local_job(job) for job in running_jobs()}
+    local.update({job.job_id: job for job in dead_jobs() if job.job_id not in local})
     if not cluster or shutil.which("squeue") is None:
         return list(local.values())
     remote = cluster_jobs()

@@ -9,12 +9,16 @@ also be found from its logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
+import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from srtd.errors import AttachError
 from srtd.runtime import private_dir as _private_dir
@@ -22,6 +26,7 @@ from srtd.runtime import runtime_dir
 
 POINTER_NAME = "attach.json"
 SOCKET_SUFFIX = ".sock"
+RECORD_SUFFIX = ".json"
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -63,12 +68,82 @@ def is_live(path: Path, timeout: float = 1.0) -> bool:
         return True
 
 
-def write_pointer(log_dir: Path, path: Path, job_id: str) -> Path:
-    pointer = log_dir / POINTER_NAME
-    tmp = pointer.with_name(pointer.name + ".tmp")
-    tmp.write_text(json.dumps({"socket": str(path), "job_id": job_id, "pid": os.getpid()}) + "\n", encoding="utf-8")
-    os.replace(tmp, pointer)
-    return pointer
+def _write_json(path: Path, facts: Mapping[str, Any]) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(facts) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def serving_facts(log_dir: Path, path: Path, job_id: str) -> dict[str, Any]:
+    """Who serves the socket: what `attach.json` and the record beside the socket say."""
+    host = socket.gethostname()
+    return {"socket": str(path), "job_id": job_id, "pid": os.getpid(), "host": host, "log_dir": str(log_dir)}
+
+
+def write_pointer(log_dir: Path, facts: Mapping[str, Any]) -> Path:
+    return _write_json(log_dir / POINTER_NAME, facts)
+
+
+def record_path(path: Path) -> Path:
+    """The record beside a socket (`<job>.json`): which srtd serves it, and the job's log directory,
+    so that a socket its srtd left behind still says whose it was."""
+    return path.with_suffix(RECORD_SUFFIX)
+
+
+def write_record(path: Path, facts: Mapping[str, Any]) -> Path:
+    return _write_json(record_path(path), facts)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():  # a FIFO there would block the read
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    return _read_json(record_path(path))
+
+
+def pointer_facts(log_dir: Path) -> dict[str, Any] | None:
+    return _read_json(log_dir / POINTER_NAME)
+
+
+def gone_pid(facts: Mapping[str, Any] | None) -> int | None:
+    """The pid of the srtd the facts name, when it is known to be gone: it ran on this host, and no
+    srtd runs under that pid now.  None when it may still run (or ran elsewhere: not ours to say)."""
+    pid = (facts or {}).get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or (facts or {}).get("host") != socket.gethostname():
+        return None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return pid
+    except OSError:
+        return None
+    return None if b"srtd" in argv else pid  # a zombie's is empty; a reused pid runs something else
+
+
+def forget_stale(path: Path) -> None:
+    """Remove a socket nothing answers on, and its record (its srtd is gone): only a socket of this
+    user's runtime directory, whatever path a log directory's `attach.json` names."""
+    if path.parent != runtime_dir() or path.suffix != SOCKET_SUFFIX:
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()
+    with contextlib.suppress(OSError):
+        record_path(path).unlink()
+
+
+def dead_message(facts: Mapping[str, Any], pid: int) -> str:
+    log_dir = facts.get("log_dir")
+    replay = f"; what it journaled: srtd attach --replay {log_dir}" if isinstance(log_dir, str) else ""
+    return f"job {facts.get('job_id')} is dead: its srtd (pid {pid}) is gone without ending it{replay}"
 
 
 def read_pointer(log_dir: Path) -> Path | None:

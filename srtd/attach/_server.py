@@ -29,7 +29,16 @@ import anyio.abc
 
 from srtd import __version__
 from srtd.attach._connection import ClientConnection, peer_credentials, request_lines
-from srtd.attach._paths import is_live, private_dir, socket_path, write_pointer
+from srtd.attach._paths import (
+    forget_stale,
+    is_live,
+    private_dir,
+    record_path,
+    serving_facts,
+    socket_path,
+    write_pointer,
+    write_record,
+)
 from srtd.attach._protocol import (
     MAX_REQUEST,
     PROTOCOL,
@@ -301,7 +310,7 @@ async def _bind(job: ServicePort) -> tuple[anyio.abc.SocketListener, Path]:
     if path.exists() or path.is_symlink():
         if is_live(path):
             raise AttachError(f"another srtd serves job {job.plan.job_id} at {path}")
-        path.unlink()  # stale: its srtd was killed before it could remove it
+        forget_stale(path)  # its srtd was killed before it could remove it
     try:
         listener = await anyio.create_unix_listener(path, mode=0o600)
     except OSError as e:
@@ -323,10 +332,13 @@ async def serve(job: ServicePort) -> AsyncIterator[AttachServer | None]:
         return
     server = AttachServer(job, path, queue_size=_queue_size())
     pointer: Path | None = None
+    facts = serving_facts(job.log_dir, path, job.plan.job_id)
     try:
         with contextlib.suppress(OSError):
+            write_record(path, facts)
+        with contextlib.suppress(OSError):
             job.log_dir.mkdir(parents=True, exist_ok=True)
-            pointer = write_pointer(job.log_dir, path, job.plan.job_id)
+            pointer = write_pointer(job.log_dir, facts)
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, listener, tg)
             tg.start_soon(server._notify)
@@ -338,8 +350,9 @@ async def serve(job: ServicePort) -> AsyncIterator[AttachServer | None]:
                     await server.close()
                 tg.cancel_scope.cancel()
     finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
+        for ours in (path, record_path(path)):
+            with contextlib.suppress(OSError):
+                ours.unlink()
         if pointer is not None:
             with contextlib.suppress(OSError):
                 pointer.unlink()

@@ -7,27 +7,32 @@ so the live view of a job and the replay of its journal end on the same screen.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from srtd.attach._protocol import event_of
 from srtd.events import Event, JobView, UnitState
 from srtd.launch import ExitStatus
 from srtd.supervisor import event_message
 
 EVENT_PANE = 12  # events shown under the table
 
+# The one table of the states' colours (the view, the timeline and its legend): each state a
+# colour of its own, so that an exit, a backoff and a failure tell apart on the timeline's bars.
 STATE_STYLE = {
     UnitState.PENDING: "dim",
     UnitState.WAITING: "yellow",
     UnitState.STARTING: "cyan",
     UnitState.READY: "green",
-    UnitState.EXITED: "red",
-    UnitState.BACKOFF: "red",
-    UnitState.STOPPING: "magenta",
+    UnitState.EXITED: "dark_orange",
+    UnitState.BACKOFF: "magenta",
+    UnitState.STOPPING: "bright_blue",
     UnitState.STOPPED: "dim",
     UnitState.FAILED: "bold red",
 }
@@ -53,10 +58,13 @@ def _last_event(view: JobView, name: str) -> str:
     return text
 
 
-def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
+def units_table(view: JobView, order: Sequence[str] = (), note: str | None = None) -> Table:
+    """The units' table; `note` follows the job's state in the title (a dead job's)."""
     title = f"{view.name or 'job'} (job {view.job_id or '?'}): {view.state.value}"
     if view.exit_code is not None:
         title += f", exit code {view.exit_code}"
+    if note:
+        title += f" ({note})"
     table = Table(title=title, show_edge=False, expand=False)
     table.add_column("unit", no_wrap=True)
     for column in ("node", "state", "pid / step", "restarts", "ready after", "exit", "last event"):
@@ -83,11 +91,13 @@ def units_table(view: JobView, order: Sequence[str] = ()) -> Table:
     return table
 
 
-def render_view(view: JobView, events: Sequence[Event], order: Sequence[str] = ()) -> RenderableType:
+def render_view(
+    view: JobView, events: Sequence[Event], order: Sequence[str] = (), note: str | None = None
+) -> RenderableType:
     """The table, then the last `EVENT_PANE` events."""
     recent = list(events)[-EVENT_PANE:]
     pane = Text("\n".join(event_line(e) for e in recent) or "no events yet", no_wrap=True, overflow="ellipsis")
-    return Group(units_table(view, order), Panel(pane, title="events", title_align="left"))
+    return Group(units_table(view, order, note), Panel(pane, title="events", title_align="left"))
 
 
 class RunView:
@@ -109,3 +119,57 @@ class RunView:
             self.view.apply(event)
         self.seen = len(events)
         return render_view(self.view, events, self.order)
+
+
+class LiveView:
+    """`srtd attach`'s live screen: the job folded from its subscription, drawn in place.
+
+    A subscription from 0 begins with the journal's replay up to the snapshot's `seq`
+    (`replayed`): the first screen is drawn once that is applied, never the half-folded
+    job before it.  Then a change is drawn at most every `refresh` seconds, and at once
+    when the stream goes quiet (`take(None)`) or ends, so the last event of a burst is on
+    screen without waiting for the next one (a quiet job may send none for hours).
+    """
+
+    def __init__(self, console: Console, order: Sequence[str], replayed: int, refresh: float) -> None:
+        self._order = list(order)
+        self.view = JobView.fold([], self._order)
+        self.events: list[Event] = []
+        self._console = console
+        self._replayed = replayed
+        self._refresh = refresh
+        self._live: Live | None = None
+        self._drawn = -float("inf")
+        self._changed = True
+
+    def take(self, message: Mapping[str, Any] | None) -> None:
+        """One message of the subscription, or None: nothing came for a while."""
+        if message is not None:
+            kind = message.get("type")
+            if kind == "event":
+                event = event_of(message)
+                if event.seq > self.view.seq:  # a resumed subscription may repeat the snapshot's events
+                    self.view.apply(event)
+                    self.events.append(event)
+                    self._changed = True
+            replaying = self.view.seq < self._replayed
+            if kind != "end" and (replaying or time.monotonic() - self._drawn < self._refresh):
+                return
+        self._draw()
+
+    def _draw(self) -> None:
+        if not self._changed:
+            return
+        screen = render_view(self.view, self.events, self._order)
+        if self._live is None:
+            self._live = Live(screen, console=self._console, auto_refresh=False, transient=False)
+            self._live.start(refresh=True)
+        else:
+            self._live.update(screen, refresh=True)
+        self._drawn, self._changed = time.monotonic(), False
+
+    def close(self) -> None:
+        """Draw what is not drawn yet and leave the last screen."""
+        self._draw()
+        if self._live is not None:
+            self._live.stop()

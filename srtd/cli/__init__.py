@@ -1,22 +1,48 @@
-"""The `srtd` command line.  Thin: each command parses, calls the library, renders."""
+"""The `srtd` command line.  Thin: each command parses, calls the library, renders.
+
+Importing this package loads nothing but `signal` (not even `typing`): `main` notes Ctrl-C
+(`srtd._early_signals`) before it imports click and the commands, and whatever is imported
+before that is a moment when a Ctrl-C would still be Python's `KeyboardInterrupt`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from srtd import _early_signals
 
-from srtd.cli._main import exit_status, main
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+    from srtd.cli._main import exit_status
     from srtd.launch import Launcher
     from srtd.unit import Plan
+
+
+def main() -> None:
+    """The `srtd` command.  A Ctrl-C while it imports is noted, and said once the command group
+    is there to say it (`exit_status`), instead of a `KeyboardInterrupt` traceback from the
+    middle of an import."""
+    _early_signals.note_interrupts()
+    from srtd.cli._main import main as command_line
+
+    command_line()
 
 
 def run_program(plan: Plan, launcher: Launcher, **options: Any) -> int:
     """`srtd.supervisor.run` for a program of its own: the exit code, and an error said
     as `srtd run` says it (one `srtd: ` line per problem, mapped to its exit code)."""
+    from srtd.cli._main import exit_status
     from srtd.supervisor import run
 
     return exit_status(lambda: run(plan, launcher, **options))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "exit_status":  # on first use: it loads click
+        from srtd.cli._main import exit_status
+
+        return exit_status
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["exit_status", "main", "run_program"]

@@ -30,13 +30,13 @@ def console() -> Any:
 
 def _choose(job: str | None) -> str:
     """JOB as given, or the only running job of this user: on this node, else on the cluster."""
-    from srtd.attach import list_jobs
+    from srtd.attach import DEAD, list_jobs
 
     if job is not None:
         return job
-    jobs = list_jobs(cluster=False)  # this node's first: on a batch host, the job that runs here
+    jobs = [j for j in list_jobs(cluster=False) if j.state == "running"]  # this node's first: on a batch host
     if not jobs:
-        jobs = [j for j in list_jobs() if j.state == "running"]
+        jobs = [j for j in list_jobs() if j.state == "running" and j.stage != DEAD]
     if len(jobs) == 1:
         return jobs[0].socket if jobs[0].batch_host is None and jobs[0].socket else jobs[0].job_id
     if not jobs:
@@ -151,7 +151,7 @@ SHOWN_SKIPS = 5
 
 
 def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
-    from srtd.attach import render_view, snapshot_message
+    from srtd.attach import gone_note, render_view, snapshot_message
     from srtd.events import JobView
 
     events = journal_of(log_dir)
@@ -163,7 +163,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
         for event in events:
             click.echo(event.to_line(), nl=False)
     else:
-        console().print(render_view(view, events, order))
+        console().print(render_view(view, events, order, note=gone_note(log_dir, view)))
 
 
 def _once(target: str, *, as_json: bool) -> None:
@@ -188,8 +188,11 @@ def _once(target: str, *, as_json: bool) -> None:
     console().print(render_view(view, events, [u["name"] for u in snapshot["units"]]))
 
 
-def _subscription(target: str, from_seq: int | None) -> Any:
-    """Messages of a subscription; resumes where it left off when the job drops us."""
+def _subscription(target: str, from_seq: int | None, quiet: float | None = None) -> Any:
+    """Messages of a subscription; resumes where it left off when the job drops us.
+
+    With `quiet`, also None each time no message has come for `quiet` seconds.
+    """
     from srtd.attach import connect
 
     seq = from_seq
@@ -197,7 +200,10 @@ def _subscription(target: str, from_seq: int | None) -> Any:
         with connect(target, timeout=None) as conn:
             snapshot = conn.request("subscribe", **({"from_seq": seq} if seq is not None else {}))
             yield snapshot
-            for message in conn.messages():
+            for message in conn.messages() if quiet is None else conn.messages_or_quiet(quiet):
+                if message is None:
+                    yield None
+                    continue
                 if message.get("type") == "overflow":
                     seq = message.get("last_seq") or 0
                     break
@@ -218,31 +224,17 @@ def _stream_json(target: str) -> None:
 
 
 def _live(target: str) -> None:
-    from rich.live import Live
-
-    from srtd.attach import event_of, render_view
-    from srtd.events import JobView
+    from srtd.attach import LiveView
 
     out = console()
-    messages = _subscription(target, 0)
+    messages = _subscription(target, 0, quiet=REFRESH)
     snapshot = next(messages)  # connection errors surface here, before the screen is taken
-    order: list[str] = [u["name"] for u in snapshot["units"]]
-    view = JobView.fold([], order)
-    events: list[Event] = []
-    last_draw = 0.0
-    with Live(render_view(view, events, order), console=out, auto_refresh=False, transient=False) as live:
+    screen = LiveView(out, [u["name"] for u in snapshot["units"]], int(snapshot.get("seq") or 0), REFRESH)
+    try:
         for message in messages:
-            kind = message.get("type")
-            if kind == "event":
-                event = event_of(message)
-                if event.seq > view.seq:  # a resumed subscription may repeat the snapshot's events
-                    view.apply(event)
-                    events.append(event)
-            now = time.monotonic()
-            if now - last_draw >= REFRESH or kind == "end":
-                live.update(render_view(view, events, order), refresh=True)
-                last_draw = now
-        live.update(render_view(view, events, order), refresh=True)
+            screen.take(message)
+    finally:
+        screen.close()
     out.line()  # the live display leaves the cursor at the end of its last line
 
 

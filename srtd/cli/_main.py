@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from srtd import __version__
+from srtd import __version__, _early_signals
 from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -19,7 +19,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def exit_status(command: Callable[[], int | None]) -> int:
     """The one place an outcome becomes an exit code: `command`'s own (None: success), or
-    its error's, said on stderr as one `srtd: ` line per problem, never a traceback."""
+    its error's, said on stderr as one `srtd: ` line per problem, never a traceback.
+
+    Under `srtd.cli.main`, Ctrl-C is only noted while srtd starts (`_early_signals`): one
+    noted by now ends the command before it begins; while it runs, Ctrl-C is a
+    `KeyboardInterrupt`; once it has ended, noted again, so srtd's last steps out (click's
+    own, the interpreter's) are not interrupted halfway, with a traceback or click's `Aborted!`.
+    """
+    started = _early_signals.noting_interrupts()
+    if started:
+        if _early_signals.take_interrupt():
+            click.echo("srtd: interrupted", err=True)
+            return EXIT_INTERRUPTED
+        _early_signals.raise_interrupts()
+    try:
+        return _outcome(command)
+    finally:
+        if started:
+            _early_signals.note_interrupts()
+
+
+def _outcome(command: Callable[[], int | None]) -> int:
     try:
         code = command()
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):

@@ -114,8 +114,16 @@ def _plan_recipe(recipe: Path, choice: PlanChoice, local: bool) -> tuple[Plan, P
     return build(where, inputs.port_offset or 0), None
 
 
-def _live_console() -> Console:
-    """On a terminal: the attach view of the whole run (docs/attach.md); into a pipe, the lines."""
+def _run_console(*, as_json: bool, plain: bool) -> Console:
+    """`--json`: the journal's lines on stdout.  On a terminal: the attach view of the whole run
+    (docs/attach.md).  `--plain`, or into a pipe: one line per event on stderr, and nothing drawn
+    in place (on a terminal the lines console would draw its startup table in place)."""
+    from srtd.supervisor import JsonConsole, TerminalConsole
+
+    if as_json:
+        return JsonConsole()
+    if plain or not sys.stderr.isatty():
+        return TerminalConsole(tty=False)
     from srtd.attach import RunView
     from srtd.supervisor import LiveConsole
 
@@ -170,7 +178,7 @@ def _slurm_launcher(
 @click.argument("recipe", type=click.Path(path_type=Path))
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Every event as a JSON line on stdout (the journal format).")
-@click.option("--plain", is_flag=True, help="One line per event also on a terminal (not the live view).")
+@click.option("--plain", is_flag=True, help="One line per event on a terminal too, as into a pipe.")
 def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     """Supervise the job RECIPE describes (or a plan saved with `srtd plan --json`).
 
@@ -185,7 +193,6 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     from srtd.attach import serve
     from srtd.launch import LocalLauncher
     from srtd.reporting import power_telemetry, publish_results, status_service
-    from srtd.supervisor import JsonConsole
     from srtd.supervisor import run as supervise
 
     if choice.nodes_text:
@@ -196,7 +203,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     plan, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan)
     _local_path()
-    console = JsonConsole() if as_json else _live_console() if not plain and sys.stderr.isatty() else None
+    console = _run_console(as_json=as_json, plain=plain)
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting
     # power telemetry: sampled while the job runs, checked before the publishers see the results
     power_service, check_power = power_telemetry()

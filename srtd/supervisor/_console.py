@@ -90,7 +90,25 @@ class Console(Protocol):
         """A benchmark's results: `table` rendered for people, `data` the results.json document."""
         ...
 
+    def redraw_due(self) -> float | None:
+        """Seconds until a change the console holds back is due to be drawn; None when none is held."""
+        ...
+
+    def redraw(self) -> None:
+        """Draw what is held back (the job calls it once `redraw_due` has passed)."""
+        ...
+
     def close(self) -> None: ...
+
+
+class _DrawsAtOnce:
+    """A console that holds nothing back: every event is written as it comes."""
+
+    def redraw_due(self) -> float | None:
+        return None
+
+    def redraw(self) -> None:
+        pass
 
 
 class _StreamWriter:
@@ -110,7 +128,7 @@ class _StreamWriter:
             self._broken = True
 
 
-class JsonConsole(_StreamWriter):
+class JsonConsole(_DrawsAtOnce, _StreamWriter):
     """`srtd run --json`: every event as a journal line on stdout, then one summary object."""
 
     progress_interval: float | None = None
@@ -159,7 +177,7 @@ class JsonConsole(_StreamWriter):
         _drain(self.stream)
 
 
-class NullConsole:
+class NullConsole(_DrawsAtOnce):
     progress_interval: float | None = None
 
     def event(self, event: Event) -> None:
@@ -248,7 +266,7 @@ class _Sink:
     info = warning = error = debug = critical = msg
 
 
-class TerminalConsole(_StreamWriter):
+class TerminalConsole(_DrawsAtOnce, _StreamWriter):
     """Lines on `stream` (stderr by default); a live progress view when it is a TTY."""
 
     def __init__(
@@ -378,8 +396,9 @@ class LiveConsole(TerminalConsole):
     `render(events)` makes the screen from the events so far (srtd.attach's view; the
     supervisor does not import attach, so the CLI passes it in).  Drawn by the job's
     task as events come: at once for a job event and for a unit reaching a state it
-    rests in (ready, backoff, failed), otherwise at most every `refresh` seconds; the
-    last screen stays when the job ends, the summary below it.  Only ever on a TTY:
+    rests in (ready, backoff, failed), otherwise at most every `refresh` seconds (a change
+    held back is drawn once due, by the job's `keep_drawn` task, also when no event
+    follows it); the last screen stays when the job ends, the summary below it.  Only ever on a TTY:
     into a pipe `srtd run` keeps `TerminalConsole`'s lines.
     """
 
@@ -400,6 +419,13 @@ class LiveConsole(TerminalConsole):
         now = time.monotonic()
         if event.unit is None or event.state in self._RESTING or now - self._drawn >= self._refresh:
             self._draw(now)
+
+    def redraw_due(self) -> float | None:
+        return max(0.0, self._drawn + self._refresh - time.monotonic()) if self._dirty else None
+
+    def redraw(self) -> None:
+        if self._dirty:
+            self._draw(time.monotonic())
 
     def _draw(self, now: float) -> None:
         if not self._broken:

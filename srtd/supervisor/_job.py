@@ -41,7 +41,14 @@ from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResu
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
-from srtd.supervisor._rows import culprit_text, journal_unwritable, journal_writable, progress_rows, show_progress
+from srtd.supervisor._rows import (
+    culprit_text,
+    journal_unwritable,
+    journal_writable,
+    keep_drawn,
+    progress_rows,
+    show_progress,
+)
 from srtd.supervisor._tail import Tailer
 from srtd.supervisor._teardown import Stop, teardown
 from srtd.supervisor._unit import UnitRunner
@@ -293,6 +300,7 @@ class Job:
             tg.start_soon(self._results.follow, self.changed)
             self._log_space = LogSpaceWatch(self.log_dir, self.journal)
             tg.start_soon(self._log_space.run)  # the units' own logs fill it unseen
+            tg.start_soon(keep_drawn, self.console, self.changed)
             if self.console.progress_interval:
                 rows = lambda: progress_rows(self.runners.values(), self.clock.now(), self.launcher.address)  # noqa: E731
                 tg.start_soon(show_progress, self.journal, self.console, self.console.progress_interval, rows)

@@ -5,7 +5,7 @@ Read-only views of the job's runners and journal; the `Job` decides, these descr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,16 @@ async def show_progress(
         if journal.view.state is not JobState.STARTING:
             return
         console.progress(rows())
+
+
+async def keep_drawn(console: Console, changed: Callable[[], Awaitable[None]]) -> None:
+    """After each change of the job: a change the console held back (it draws at most every so
+    often) is drawn once due, though no event follows it; the rest of the time, asleep."""
+    while True:
+        while (due := console.redraw_due()) is not None:  # also what came before this task began
+            await anyio.sleep(due)
+            console.redraw()
+        await changed()
 
 
 def summary_rows(runners: Iterable[UnitRunner], view: JobView) -> list[SummaryRow]:

@@ -130,3 +130,57 @@ class JobProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Terminal:
+    """`srtd ARGS` on a pseudo-terminal of its own (stdin, stdout, stderr), as a person runs it."""
+
+    def __init__(self, *args: str, columns: int = 150) -> None:
+        import pty
+
+        self.leader, follower = pty.openpty()
+        term = {"COLUMNS": str(columns), "LINES": "60", "TERM": "xterm-256color"}
+        self.proc = subprocess.Popen(
+            [*SRTD, *args], cwd=REPO, env=env(**term), stdin=follower, stdout=follower, stderr=follower
+        )
+        os.close(follower)
+        self.raw = b""
+
+    @property
+    def text(self) -> str:
+        """What was written so far, without the escape codes."""
+        return ANSI.sub("", self.raw.decode(errors="replace"))
+
+    def read_until(self, seen: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """Read until `seen(text)` holds; an `AssertionError` with the screen if it does not within `timeout`."""
+        import select
+
+        deadline = time.monotonic() + timeout
+        while not seen(self.text):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.leader], [], [], max(left, 0))
+            if not ready:
+                raise AssertionError(f"not seen within {timeout} s; the screen:\n{self.text[-3000:]}")
+            try:
+                chunk = os.read(self.leader, 65536)
+            except OSError:  # EIO: the program closed the terminal
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"the program ended ({self.proc.wait()}); the screen:\n{self.text[-3000:]}")
+            self.raw += chunk
+        return self.text
+
+    def close(self, wait: float = 0.0) -> int | None:
+        """The program's exit code, once it has ended by itself within `wait` seconds, else killed."""
+        import contextlib
+
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=wait)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        code = self.proc.wait(timeout=30)
+        os.close(self.leader)
+        return code

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -13,8 +15,8 @@ import pytest
 from rich.console import Console
 
 from srtd.attach._protocol import snapshot_message, view_of
-from srtd.attach._timeline import Link, TierStop, build, render_timeline, write_svg
-from srtd.attach._view import render_view
+from srtd.attach._timeline import Link, TierStop, build, render_timeline, svg_text, write_svg
+from srtd.attach._view import LiveView, render_view
 from srtd.events import Event, JobView
 from srtd.supervisor import read_journal
 from tests.attach.helpers import srtd
@@ -51,6 +53,30 @@ def golden(name: str, text: str) -> None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_the_live_view_draws_the_replay_once_applied_and_a_burst_s_last_event_when_quiet(
+    events: list[Event],
+) -> None:
+    """No empty screen before the replay is applied; the last event of a burst is drawn when the
+    stream goes quiet, not when (if ever) the next event comes."""
+    order = ["etcd", "w0", "bench"]
+    out = io.StringIO()
+    screen = LiveView(Console(file=out, width=140, force_terminal=True), order, replayed=3, refresh=3600)
+    for event in events[:2]:
+        screen.take({"type": "event", "event": json.loads(event.to_line())})
+    assert out.getvalue() == ""  # still replaying
+    screen.take({"type": "event", "event": json.loads(events[2].to_line())})
+    assert f"#{events[2].seq} " in out.getvalue()  # the replay's end, drawn at once
+    for event in events[3:]:  # a burst: within `refresh`, not drawn yet
+        screen.take({"type": "event", "event": json.loads(event.to_line())})
+    assert "succeeded" not in out.getvalue()
+    screen.take(None)
+    assert "demo (job 4242): succeeded, exit code 0" in out.getvalue()
+    drawn = out.getvalue()
+    screen.take(None)  # nothing new: nothing drawn
+    assert out.getvalue() == drawn
+    screen.close()
 
 
 def test_the_view_of_a_finished_job(events: list[Event]) -> None:
@@ -92,6 +118,18 @@ def test_the_timeline_finds_the_critical_chain_and_the_teardown_by_tier(events: 
         "waiting", "starting", "exited", "backoff", "starting", "ready", "stopping", "stopped",
     ]  # fmt: skip
     golden("timeline.txt", capture(render_timeline(line, width=40)))
+
+
+def test_each_state_of_the_timeline_s_legend_has_a_colour_of_its_own(events: list[Event]) -> None:
+    """In the SVG (rich's export: each text run's class has a CSS fill), every state of the
+    legend is drawn in a fill no other state has; exited, backoff and failed were all red."""
+    svg = svg_text(build(events))
+    fills = dict(re.findall(r"\.(terminal-\d+-r\d+) \{ fill: (#[0-9a-f]{6})", svg))
+    legend = re.findall(r'<text class="([^"]+)"[^>]*>█</text><text [^>]*>&#160;([a-z]+)&#160;', svg)
+    by_state = {state: fills[css] for css, state in legend}
+    states = ["waiting", "starting", "ready", "exited", "backoff", "stopping", "failed"]
+    assert list(by_state) == states
+    assert len(set(by_state.values())) == len(states), by_state
 
 
 def test_the_timeline_picture_is_an_svg(events: list[Event], tmp_path: Path) -> None:
