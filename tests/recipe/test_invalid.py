@@ -353,7 +353,10 @@ def test_v1_engine_set_cuda_visible_devices() -> None:
 
 def test_unknown_engine_name() -> None:
     text = sub("engine: sglang\n", "engine: sglangx\n")
-    message = "unknown type 'sglangx'; known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
+    message = (
+        "unknown type 'sglangx'; did you mean 'sglang'? "
+        "known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
+    )
     assert problems(text) == [(9, 9, "engine.type", message)]
 
 
