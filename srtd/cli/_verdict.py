@@ -35,7 +35,7 @@ def located_plan(loaded: LoadedRecipe, cluster: Cluster, **options: Any) -> Plan
 
 
 def verdict(loaded: LoadedRecipe, cluster: Cluster) -> tuple[list[Problem], list[Problem]]:
-    """(problems, warnings) of one recipe, planned as `srtd plan` would on a synthetic allocation.
+    """(problems, warnings) of one recipe, planned as `srtd plan --slurm` would, on a synthetic allocation.
 
     The sbatch wrapper is rendered too: what `srtd plan --sbatch` would refuse is refused here.
     """
