@@ -59,7 +59,7 @@ def thousand_unit_recipe(directory: Path) -> Path:
 
 
 def measure(path: Path, runs: int) -> dict[str, float]:
-    argv = [*SRTD, "plan", str(path), "--json"]
+    argv = [*SRTD, "plan", str(path), "--json", "--slurm"]
     subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.DEVNULL)  # bytecode written, caches warm
     times, cpu = [], []
     for _ in range(runs):
@@ -81,7 +81,9 @@ def measure(path: Path, runs: int) -> dict[str, float]:
 def count_units(path: Path) -> int:
     import json
 
-    out = subprocess.run([*SRTD, "plan", str(path), "--json"], cwd=REPO, check=True, capture_output=True).stdout
+    out = subprocess.run(
+        [*SRTD, "plan", str(path), "--json", "--slurm"], cwd=REPO, check=True, capture_output=True
+    ).stdout
     return len(json.loads(out)["units"])
 
 

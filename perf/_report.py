@@ -199,7 +199,7 @@ def _plan(r: dict[str, Any]) -> list[str]:
     out = _head(
         "`srtd plan` as a whole process",
         r,
-        "`python -m srtd plan RECIPE --json` as a fresh process (interpreter, imports, load, plan,"
+        "`python -m srtd plan RECIPE --json --slurm` as a fresh process (interpreter, imports, load, plan,"
         " JSON), with bytecode cached as an installed srtd has it. Wall time suffers most from the"
         " load of the shared machine; the CPU time of the process is the steadier number.",
     )

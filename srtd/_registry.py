@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from typing import ClassVar, Generic, TypeVar
+
+
+def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
+    """The one wording of a name no table knows: the closest known name, then all of them."""
+    names = list(known)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}? known:" if close else "; known:"
+    return f"unknown {what} {name!r}{hint} {', '.join(names)}"
 
 
 class Row:
@@ -34,6 +43,10 @@ class Registry(Generic[R]):
 
     def get(self, name: str) -> R | None:
         return self._rows.get(name)
+
+    def unknown(self, name: str) -> str:
+        """What to say of a name this table does not hold."""
+        return unknown_name(self.what, name, self.names())
 
     def names(self) -> list[str]:
         return sorted(self._rows)

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
 from srtd.layout import DEFAULT_LAYOUT, LogLayout
-from srtd.recipe import RULES_ERROR, HostSetupConfig, ReportingConfig, SlurmTime
+from srtd.recipe import RULES_ERROR, HostSetupConfig, ReportingConfig, SlurmTime, SrunOptions
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -80,7 +80,7 @@ class Cluster(BaseSettings):
     """Mounts of every container: host path -> container path."""
     default_bash_preamble: str | None = None
     """Shell run first in every step's wrapper (e.g. `ulimit -n 1048576`)."""
-    default_srun_options: dict[str, str] = Field(default_factory=dict)
+    default_srun_options: SrunOptions = Field(default_factory=dict)
     """srun options of every step, under the recipe's."""
     default_sbatch_directives: dict[str, str] = Field(default_factory=dict)
     """Extra #SBATCH lines, under the recipe's."""

@@ -211,6 +211,28 @@ class Container(_Frozen):
     remap_root: bool = False
 
 
+# The srun flags srtd derives from the unit and its step bookkeeping (which job, which
+# nodes, which log, which step name, which container instance): an `srun_options` entry
+# may not set them, since the line would then say two different things.  Every other
+# flag srtd writes (`--mpi`, `--cpu-bind`, `--container-remap-root`, ...) an option
+# replaces.
+SRUN_OWNED_FLAGS = frozenset(
+    {
+        "jobid",
+        "overlap",
+        "nodes",
+        "ntasks",
+        "nodelist",
+        "output",
+        "open-mode",
+        "job-name",
+        "export",
+        "container-image",
+        "container-name",
+    }
+)
+
+
 class Srun(_Frozen):
     """Knobs the Slurm launcher turns into srun flags; the local launcher ignores them."""
 

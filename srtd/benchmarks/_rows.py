@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from srtd._registry import Registry, Row
 from srtd.context import PlanContext
 from srtd.engines import engine_row, nsys_client_env, profiling_client_env
-from srtd.errors import PlanError
+from srtd.errors import PlanError, Problem
 from srtd.layout import Place, log_file
 from srtd.recipe import MANUAL_BENCHMARK
 from srtd.topology import FRONTEND_PUBLIC_PORT
@@ -228,12 +229,36 @@ def contract_env(
     return env
 
 
+def benchmark_problems(type_name: str) -> list[tuple[str, str]]:
+    """(path, message) of a `benchmark.type` no row has: refused before any node is asked for.
+
+    Like srt-slurm, which refuses a type it has no runner for: a misspelt name would
+    otherwise be found only once the job's workers are up, as a missing bench.sh.
+    """
+    return [] if BENCHMARKS.get(type_name) else [("benchmark.type", BENCHMARKS.unknown(type_name))]
+
+
 def benchmark_row(name: str) -> Benchmark:
     row = BENCHMARKS.get(name)
     if row is None:
-        row = type(f"Script_{name}", (Script,), {})()
-        type(row).name = name
+        raise PlanError(Problem(BENCHMARKS.unknown(name), path="benchmark.type"))
     return row
+
+
+def missing_script(type_name: str, scripts: str | None) -> Problem | None:
+    """The bench.sh of an srt-slurm benchmark that is not there, said before the job is queued.
+
+    Only where this machine sees the scripts' directory (the login node usually does): a
+    directory only the compute nodes see cannot be checked, and is not.  The plan reads
+    no files, so the commands ask this beside it.
+    """
+    row = BENCHMARKS.get(type_name)
+    if not isinstance(row, Script) or scripts is None or not Path(scripts).is_dir():
+        return None
+    script = Path(scripts) / row.name / "bench.sh"
+    if script.is_file():
+        return None
+    return Problem(f"benchmark {row.name!r} has no script: {script} does not exist", path="benchmark.type")
 
 
 def benchmark_unit(
@@ -248,13 +273,11 @@ def benchmark_unit(
     row = benchmark_row(bench.type)
     if not row.runs:
         return None
-    if isinstance(row, Script) and ctx.containerized:
-        scripts = ctx.cluster.benchmark_scripts
-        if scripts is None:
-            ctx.warn(
-                f"benchmark {bench.type!r} runs srt-slurm's script from {SCRIPTS_IN_CONTAINER}; "
-                "set `benchmark_scripts` in the cluster settings to mount it"
-            )
+    if isinstance(row, Script) and ctx.containerized and ctx.cluster.benchmark_scripts is None:
+        ctx.warn(
+            f"benchmark {bench.type!r} runs srt-slurm's script from {SCRIPTS_IN_CONTAINER}; "
+            "set `benchmark_scripts` in the cluster settings to mount it"
+        )
     env = {**ctx.job_env(), **contract_env(ctx, target, workers, services or {})}
     env.update(row.env(ctx, target))
     env.update(dict(ctx.recipe.environment.items()))

@@ -1,4 +1,9 @@
-"""sa-bench: srt-slurm's throughput/latency script, called with its 19 positional arguments."""
+"""srt-slurm's benchmark scripts: sa-bench (its 19 positional arguments), mlperf, and the rest.
+
+srt-slurm runs only the types it registers a runner for; these are its names. Each runs
+`<benchmark_scripts>/<type>/bench.sh`, its settings in `SRT_BENCH_*` unless the row says
+the script's arguments.
+"""
 
 from __future__ import annotations
 
@@ -69,3 +74,10 @@ class MLPerf(Script):
 
     def results_at(self, ctx: PlanContext) -> tuple[str, str] | None:
         return ("rollup", "benchmark-rollup.json")
+
+
+# srt-slurm's other registered types whose script is `<type>/bench.sh`.  (Its `gsm8k`
+# picks a script per engine and is not here yet.)
+SCRIPT_TYPES = ("gpqa", "lm-eval", "longbenchv2", "mmlu", "mooncake-router", "router", "sglang-bench", "trace-replay")
+for _name in SCRIPT_TYPES:
+    register_benchmark(_name)(type(f"Script_{_name}", (Script,), {"__doc__": f"srt-slurm's {_name} script."}))

@@ -26,7 +26,11 @@ _OPTIONS = [
         "--nodes", "nodes_text", help="Host list to plan on, e.g. 'gpu-[01-08]' (default: Slurm's, or synthesized)."
     ),
     click.option("--cluster-config", type=click.Path(path_type=Path), help="srtslurm.yaml to read."),
-    click.option("--local", is_flag=True, help="Plan for this machine: every node is here, one port space."),
+    click.option(
+        "--local",
+        is_flag=True,
+        help="Run on this machine: every node is here, one port space (the default outside a Slurm allocation).",
+    ),
     click.option("--job-id", help="Job id used in paths (default: $SLURM_JOB_ID, or 'local')."),
     click.option("--log-dir", help="Log directory (default: the recipe's output.log_dir, or outputs/<job>/logs)."),
     click.option(
@@ -84,17 +88,32 @@ def check_job_id(job: str, source: str) -> None:
         raise UsageError(f"{source}: {job!r} is not a job id: it may not be empty or hold `/`, `..` or controls")
 
 
-def read_inputs(recipe: Path, choice: PlanChoice, *, default_job_id: str = "local") -> Inputs:
+def runs_locally(choice: PlanChoice, *, slurm: bool = False) -> bool:
+    """Where the job runs: the one rule of `srtd run`, and so of `srtd plan`, which shows it.
+
+    `--local` runs on this machine; inside a Slurm allocation (`$SLURM_JOB_ID`) the units are
+    Slurm steps; outside one, on this machine.  `slurm` (plan's `--slurm`, `--sbatch`) and
+    `--nodes` plan for Slurm from outside an allocation.
+    """
+    if choice.local and choice.nodes_text:
+        raise UsageError("--local plans for this machine; --nodes does not apply")
+    if choice.local and slurm:
+        raise UsageError("--local plans for this machine; --slurm and --sbatch plan for Slurm")
+    if choice.local:
+        return True
+    return not (slurm or choice.nodes_text or os.environ.get("SLURM_JOB_ID"))
+
+
+def read_inputs(recipe: Path, choice: PlanChoice, *, default_job_id: str = "local", slurm: bool = False) -> Inputs:
     from srtd.cluster import load_cluster
     from srtd.recipe import load_recipes
     from srtd.topology import expand, job_port_offset, slurm_nodes
 
-    local, nodes_text, job_id = choice.local, choice.nodes_text, choice.job_id
+    local = runs_locally(choice, slurm=slurm)
+    nodes_text, job_id = choice.nodes_text, choice.job_id
     cluster, cluster_file = load_cluster(choice.cluster_config)
     recipes = load_recipes(recipe, variant=choice.variant)
     nodes = expand(nodes_text) if nodes_text else (None if local else slurm_nodes())
-    if local and nodes_text:
-        raise UsageError("--local plans for this machine; --nodes does not apply")
     job = job_id or os.environ.get("SLURM_JOB_ID") or default_job_id
     check_job_id(job, "--job-id" if job_id else "$SLURM_JOB_ID")
     offset = job_port_offset(choice.port_offset, cluster.port_offset, job)

@@ -24,16 +24,23 @@ if TYPE_CHECKING:
 @click.option("--graph", type=click.Choice(["mermaid", "dot"]), help="The dependency graph.")
 @click.option("--sbatch", "as_sbatch", is_flag=True, help="The sbatch wrapper script that execs `srtd run`.")
 @click.option("--all", "every", is_flag=True, help="Every variant / sweep combination of the file.")
-def plan(recipe: Path, choice: PlanChoice, as_json: bool, graph: str | None, as_sbatch: bool, every: bool) -> None:
+@click.option(
+    "--slurm", is_flag=True, help="Plan for Slurm from outside an allocation (on --nodes, or synthesized ones)."
+)
+def plan(
+    recipe: Path, choice: PlanChoice, as_json: bool, graph: str | None, as_sbatch: bool, every: bool, slurm: bool
+) -> None:
     """Show what `srtd run` would do with RECIPE: nodes, units, commands, probes, tiers.
 
-    Offline: no network and no Slurm are needed.
+    Where `srtd run` would run it: inside a Slurm allocation as Slurm steps, otherwise (or
+    with --local) on this machine.  --slurm, --nodes and --sbatch plan for Slurm from
+    outside one.  Offline: no network and no Slurm are needed.
     """
     from srtd.plan import dot, mermaid
 
     if sum((as_json, graph is not None, as_sbatch)) > 1:
         raise UsageError("choose one of --json, --graph and --sbatch")
-    inputs = read_inputs(recipe, choice)
+    inputs = read_inputs(recipe, choice, slurm=slurm or as_sbatch)  # a batch script is for Slurm
     if len(inputs.recipes) > 1 and not every:
         names = ", ".join(r.variant or "?" for r in inputs.recipes)
         raise UsageError(

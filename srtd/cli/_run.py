@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from srtd.cli._inputs import PlanChoice, plan_options, read_inputs
+from srtd.cli._inputs import PlanChoice, plan_options, read_inputs, runs_locally
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
 from srtd.errors import LaunchError, PlanError, UsageError
@@ -198,7 +198,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     if choice.nodes_text:
         raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
     slurm_job = os.environ.get("SLURM_JOB_ID") or None
-    local = choice.local or slurm_job is None
+    local = runs_locally(choice)
     _export_source_dir()
     plan, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan)

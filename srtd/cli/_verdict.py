@@ -21,16 +21,21 @@ if TYPE_CHECKING:
 
 def located_plan(loaded: LoadedRecipe, cluster: Cluster, **options: Any) -> Plan:
     """`build_plan`, with every refusal a `RecipeError` pointing at the recipe key it comes from."""
+    from srtd.benchmarks import missing_script
     from srtd.plan import build_plan
 
     try:
-        return build_plan(loaded, cluster, **options)
+        plan = build_plan(loaded, cluster, **options)
     except PlanError as err:
         raise RecipeError([loaded.locate(p) for p in err.problems]) from None
+    missing = missing_script(loaded.recipe.benchmark.type, cluster.benchmark_scripts)
+    if missing is not None:
+        raise RecipeError([loaded.locate(missing)])
+    return plan
 
 
 def verdict(loaded: LoadedRecipe, cluster: Cluster) -> tuple[list[Problem], list[Problem]]:
-    """(problems, warnings) of one recipe, planned as `srtd plan` would on a synthetic allocation.
+    """(problems, warnings) of one recipe, planned as `srtd plan --slurm` would, on a synthetic allocation.
 
     The sbatch wrapper is rendered too: what `srtd plan --sbatch` would refuse is refused here.
     """

@@ -76,7 +76,7 @@ def _nginx(ctx: PlanContext, layout: Layout, readiness: Readiness | None) -> Uni
         argv=("nginx", "-c", config, "-g", "daemon off;"),
         env=ctx.job_env(),
         container=ctx.container(fe.nginx_container, remap_root=True),
-        srun=Srun(shell=False, options={"container-remap-root": ""} if ctx.containerized else {}),
+        srun=Srun(shell=False),  # the container's remap_root says --container-remap-root
         log=ctx.log(f"{layout.nginx}_nginx", Place.WORKER),
         ports={"http": layout.public_port},
         readiness=readiness,

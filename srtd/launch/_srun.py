@@ -13,6 +13,9 @@ Shape (flags in this order, each value one argv token, never shell-interpreted):
          [srun_options as --key=value / --key] --job-name=<step> [--export=ALL,K=V,..]
          bash -c '<step-id record>; exports; unset; preamble; exec argv'
 
+An `srun_options` entry naming a flag srtd wrote replaces it, so no flag appears twice
+(the flags srtd derives from the plan, `SRUN_OWNED_FLAGS`, no option may set).
+
 The wrapper is the only shell.  Every value that reaches it is `shlex.quote`d: env
 values, argv words, paths.  Its first line records `$SLURM_JOB_ID.$SLURM_STEP_ID` in the
 step file, so the launcher knows which step to `scancel` without asking `squeue` by name.
@@ -28,7 +31,7 @@ import shlex
 from pathlib import Path
 
 from srtd.errors import LaunchError
-from srtd.unit import Plan, Unit
+from srtd.unit import SRUN_OWNED_FLAGS, Plan, Unit
 
 STEP_DIR = ".srtd-steps"  # under the log dir: where each step's wrapper records its id
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -93,6 +96,21 @@ def srun_nodelist(unit: Unit) -> list[str]:
     return [node for node in unit.nodes for _ in range(per_node)]
 
 
+def _set_flag(unit: Unit, argv: list[str], key: str, value: str) -> None:
+    """An `srun_options` entry: replaces the flag of that name srtd wrote, else comes after them.
+
+    srun reads a repeated flag's last value, so a repeat would only hide which one holds.
+    """
+    if key in SRUN_OWNED_FLAGS:
+        raise LaunchError(f"{unit.name}: srun option --{key} is srtd's own (it sets it from the plan); leave it out")
+    word = f"--{key}={value}" if value != "" else f"--{key}"
+    for i, old in enumerate(argv):
+        if old == f"--{key}" or old.startswith(f"--{key}="):
+            argv[i] = word
+            return
+    argv.append(word)
+
+
 def srun_argv(
     unit: Unit,
     *,
@@ -139,7 +157,7 @@ def srun_argv(
         if c.remap_root:
             argv.append("--container-remap-root")
     for key, value in opts.options.items():
-        argv.append(f"--{key}={value}" if value != "" else f"--{key}")
+        _set_flag(unit, argv, key, value)
     argv.append(f"--job-name={step_name(unit.name, attempt)}")
     if opts.export_env:
         argv.append("--export=ALL," + ",".join(f"{_env_name(unit, k)}={v}" for k, v in opts.export_env.items()))

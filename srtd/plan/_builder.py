@@ -7,7 +7,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from srtd.benchmarks import BenchmarkTarget, benchmark_row, benchmark_unit
+from srtd._registry import unknown_name
+from srtd.benchmarks import BenchmarkTarget, benchmark_problems, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, Engine, WorkerMode, engine_row, observed_frontends, observed_workers
@@ -50,11 +51,10 @@ def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
     """The rules that need the registries (kinds, frontends, engines), located in the file."""
     recipe = loaded.recipe
     found: list[tuple[str, str]] = list(service_problems(recipe))
+    found += benchmark_problems(recipe.benchmark.type)
     frontend = get_frontend(recipe.frontend.type)
     if frontend is None:
-        found.append(
-            ("frontend.type", f"unknown frontend {recipe.frontend.type!r}; known: {', '.join(frontend_names())}")
-        )
+        found.append(("frontend.type", unknown_name("frontend", recipe.frontend.type, frontend_names())))
     else:
         found += frontend.validate(recipe)
     for role in recipe.roles:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import RULES_ERROR, Section, SlurmTime, attribute_docs
+from srtd.recipe._base import RULES_ERROR, Section, SlurmTime, SrunOptions, attribute_docs
 from srtd.recipe._engines import (
     ENGINE_MODELS,
     ENGINE_NAMES,
@@ -108,6 +108,7 @@ __all__ = [
     "ServiceReadiness",
     "SlurmTime",
     "SourceConfig",
+    "SrunOptions",
     "TRTLLMEngine",
     "TileRTEngine",
     "TokenSpeedEngine",

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic_core import PydanticCustomError
 
-from srtd.unit import unsafe_name
+from srtd.unit import SRUN_OWNED_FLAGS, unsafe_name
 
 
 class Section(BaseModel):
@@ -77,11 +77,21 @@ def _slurm_time(value: str) -> str:
     return value
 
 
+def _srun_options(value: dict[str, str]) -> dict[str, str]:
+    owned = [key for key in value if key in SRUN_OWNED_FLAGS]
+    if owned:
+        problems = [(key, f"srtd sets --{key} itself (from the plan); leave it out") for key in owned]
+        raise PydanticCustomError(RULES_ERROR, "; ".join(m for _, m in problems), {"problems": problems})
+    return value
+
+
 SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 """A time limit as sbatch --time reads it."""
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvMap = dict[EnvName, str]
 """An environment: names as the shell and `env` accept them; NUL is refused by the YAML reader."""
+SrunOptions = Annotated[dict[str, str], AfterValidator(_srun_options)]
+"""srun options (`key: value` -> `--key=value`): any flag but the ones srtd derives from the plan."""
 Name = Annotated[str, AfterValidator(_path_safe)]
 """A name that becomes a unit's name, a log file and a Slurm step name."""
 

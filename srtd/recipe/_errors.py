@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from srtd._registry import unknown_name
 from srtd._yaml import PathKey, Positions, dotted
 from srtd.errors import Problem
 from srtd.recipe._base import RULES_ERROR
@@ -95,8 +96,8 @@ def _convert(
         return [positions.problem("required field is missing", path, prefer_key=True, variant=variant)]
     if kind == "union_tag_invalid":
         ctx = detail.get("ctx") or {}
-        tags = str(ctx.get("expected_tags", "")).replace("'", "")
-        message = f"unknown type {ctx.get('tag')!r}; known: {tags}"
+        tags = str(ctx.get("expected_tags", "")).replace("'", "").split(", ")
+        message = unknown_name("type", str(ctx.get("tag")), tags)
         return [positions.problem(message, (*path, "type"), variant=variant)]
     if kind == "union_tag_not_found":
         return [positions.problem("needs a `type`", path, prefer_key=True, variant=variant)]

@@ -41,7 +41,7 @@ from srtd.recipe._errors import data_path
 from srtd.recipe._migrate_folds import FoldContext, fold
 from srtd.recipe._recipe import Recipe
 from srtd.recipe._variants import OVERRIDE_KEY
-from srtd.recipe._yaml_edit import child_map, comment_lines, dump, pop_key, put_key, round_trip
+from srtd.recipe._yaml_edit import child_map, comment_lines, dump, indent_moved_comments, pop_key, put_key, round_trip
 
 KEPT_HEADER = "srtd migrate: schema 1 content with no schema 2 equivalent, kept as comments"
 
@@ -157,6 +157,7 @@ def migrate_text(text: str, file: str = "<recipe>") -> Migration:
             base["schema"] = 2
         else:
             doc.insert(0, "schema", 2)
+    indent_moved_comments(doc)
     after = dump(doc)
     if after == before:
         return Migration(text, False, ())

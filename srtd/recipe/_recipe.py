@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from srtd.recipe._base import EnvMap, Name, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import EnvMap, Name, Rules, Section, SrunOptions, StrMap, StrSeq
 from srtd.recipe._engines import CustomEngine, EngineConfig, EngineField
 from srtd.recipe._observability import ObservabilityConfig, ProfilingConfig, TelemetryConfig
 from srtd.recipe._reporting import IdentityConfig, ReportingConfig
@@ -67,7 +67,7 @@ class Recipe(Section):
     """Host path -> container path for every container."""
     extra_mount: StrSeq | None = None
     """More mounts as `host:container[:ro]`."""
-    srun_options: StrMap = {}
+    srun_options: SrunOptions = {}
     """srun options of every step (`key: value` -> `--key=value`; "" -> `--key`)."""
     sbatch_directives: StrMap = {}
     """Extra `#SBATCH` lines (`key: value` -> `--key=value`)."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from srtd.recipe._base import AnyMap, EnvMap, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, Rules, Section, SrunOptions, StrSeq
 from srtd.recipe._engines import EngineField
 from srtd.recipe._probes import LivenessField
 
@@ -80,7 +80,7 @@ class RoleConfig(Section):
     """Number of workers of this role."""
     gpus: int | None = None
     """GPUs per worker; defaults to nodes * gpus_per_node // workers."""
-    srun_options: StrMap = {}
+    srun_options: SrunOptions = {}
     """srun options for this role's worker steps, over the recipe's `srun_options`."""
     env: EnvMap = {}
     """Environment of every worker of this role."""

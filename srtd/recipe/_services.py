@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 
-from srtd.recipe._base import AnyMap, EnvMap, Name, Rules, Section, StrMap, StrSeq
+from srtd.recipe._base import AnyMap, EnvMap, Name, Rules, Section, SrunOptions, StrSeq
 from srtd.recipe._probes import LivenessField, ServiceReadiness
 
 PlacementNode = Literal["head", "infra", "dedicated", "prefill", "decode", "agg", "workers", "compute", "all"]
@@ -115,7 +115,7 @@ class ServiceConfig(Section):
     """srun --cpus-per-task."""
     cpu_bind: str | None = None
     """srun --cpu-bind."""
-    srun_options: StrMap = {}
+    srun_options: SrunOptions = {}
     """Extra srun options for this service."""
     build_timeout_seconds: int = 1800
     """Kill `build_command` after this long."""

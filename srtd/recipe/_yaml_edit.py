@@ -67,20 +67,26 @@ def pop_key(src: CommentedMap, key: str) -> tuple[Any, Any]:
     """Remove a key; (its value, its comments: the lines before it and its end-of-line one).
 
     ruamel files the blank lines and comment lines that follow a key's last line
-    under that key (or its last nested key); they introduce whatever comes next, so
-    they stay here, handed to the key before this one.
+    under that key (or its last nested key).  Those after this key introduce whatever
+    comes next, so they stay here, handed to the key before this one; those after the
+    key before introduce this one, so they leave with it.
     """
     keys = list(src)
     position = keys.index(key)
-    lead = _take_lead(src) if position == 0 else None
     rest = _detach_tail(src, key)
+    if position == 0:
+        lead = _take_lead(src)
+    else:
+        # the lines between the key before and this one introduce this one: they go with it
+        above = _detach_tail(src, keys[position - 1])
+        lead = [CommentToken(above, CommentMark(0), None)] if above.strip() else None
     comment = src.ca.items.pop(key, None)
     value = src.pop(key)
     if rest and position > 0:
         _append_tail(src, keys[position - 1], rest)
     elif rest and src:
         # nothing before it: the lines lead into the key after it, which is first now
-        src.ca.comment = [None, [CommentToken(rest, CommentMark(0), None)]]
+        _lead_into_first_key(src, CommentToken(rest, CommentMark(0), None))
     elif rest:
         comment = _append_tail_to(value, comment, rest)
     if lead:
@@ -89,6 +95,17 @@ def pop_key(src: CommentedMap, key: str) -> tuple[Any, Any]:
     if comment is not None and not any(comment):
         comment = None
     return value, comment
+
+
+def _lead_into_first_key(src: CommentedMap, token: CommentToken) -> None:
+    """Lines before a mapping's first key.  A nested mapping's parent writes them from a list
+    it shares with the mapping (`_take_lead` empties it in place): a new list would not be
+    written at all, so the lines go into that one when it is there."""
+    start = src.ca.comment
+    if start and len(start) > 1 and isinstance(start[1], list):
+        start[1].append(token)
+    else:
+        src.ca.comment = [None, [token]]
 
 
 def _append_tail_to(value: Any, comment: Any, rest: str) -> Any:
@@ -189,3 +206,29 @@ def child_map(parent: CommentedMap, key: str, *, at: int | None = None) -> Comme
 
 def index_of(node: CommentedMap, key: str) -> int:
     return list(node).index(key)
+
+
+def indent_moved_comments(node: Any, column: int = 0) -> None:
+    """Indent the comment lines a moved key took with it to the key's new depth.
+
+    `put_key` files them as the lines before the key (`ca.items[key][1]`), a slot the
+    loader never fills, so only moved comments are touched.  ruamel writes such a
+    token's first line at its column and the others as they are.
+    """
+    if isinstance(node, CommentedMap):
+        for key, value in node.items():
+            entry = node.ca.items.get(key)
+            for token in (entry[1] if entry and len(entry) > 1 and entry[1] else ()) or ():
+                _indent(token, column)
+            indent_moved_comments(value, column + 2)
+    elif isinstance(node, CommentedSeq):
+        for item in node:
+            indent_moved_comments(item, column + 2)  # `- ` at column + 2, the item's keys after it
+
+
+def _indent(token: Any, column: int) -> None:
+    lines = token.value.split("\n")
+    token.value = "\n".join(
+        [lines[0].lstrip(), *((" " * column + line.lstrip()) if line.strip() else line for line in lines[1:])]
+    )
+    token.start_mark = CommentMark(column)

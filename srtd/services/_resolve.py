@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from srtd._registry import unknown_name
 from srtd.context import PlanContext
 from srtd.recipe import Recipe, ServiceConfig
 from srtd.services._kind import PHASE_TIER, ServiceKind, get_kind, kind_names
@@ -158,8 +159,7 @@ def service_problems(recipe: Recipe) -> list[tuple[str, str]]:
                     (f"{path}.type", f"{svc.type!r} ({newer}) is a newer srt-slurm service type {_NOT_YET}")
                 )
             else:
-                known = ", ".join(kind_names())
-                problems.append((f"{path}.type", f"unknown service type {svc.type!r}; known: {known}"))
+                problems.append((f"{path}.type", unknown_name("service type", svc.type, kind_names())))
             continue
         problems.extend(_entry_problems(path, svc, kind))
         if svc.enabled and kind.kv_master:

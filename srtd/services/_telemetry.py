@@ -66,8 +66,7 @@ def telemetry_problems(recipe: Recipe) -> list[tuple[str, str]]:
     path = "telemetry.dcgm_exporter"
     kind = EXPORTER_KINDS.get(exporter.kind)
     if kind is None:
-        known = ", ".join(EXPORTER_KINDS.names())
-        return [(f"{path}.kind", f"unknown telemetry exporter kind {exporter.kind!r}; known: {known}")]
+        return [(f"{path}.kind", EXPORTER_KINDS.unknown(exporter.kind))]
     problems = []
     if telemetry.enabled and exporter.binary:
         problems.append((f"{path}.binary", "a host exporter binary is not run by srtd yet; name `container_image`"))

@@ -6,6 +6,7 @@ what the program received, byte for byte, with what the unit said.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -15,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from srtd.errors import LaunchError
+from srtd.errors import LaunchError, RecipeError
 from srtd.launch import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
-from srtd.plan import build_plan
+from srtd.plan import build_plan, check_recipe
+from srtd.recipe import load_recipes
 from srtd.topology import expand
 from srtd.unit import Container, Srun, Unit, UnitKind
 from tests.command import SRTD
 from tests.plan.test_corpus_plans import plannable, recipes_of
-from tests.reference import need_shared
+from tests.reference import CORPUS, need_shared
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,6 +188,60 @@ def test_every_recipe_under_nodes_has_an_srun_line_per_unit(key: str) -> None:
             assert words[:3] == ["srun", "--jobid=4242", "--overlap"]
             assert f"--job-name={u.name}" in words
             assert f"--nodelist={','.join(srun_nodelist(u))}" in words
+            assert repeated_flags(words) == [], u.name
+
+
+def repeated_flags(words: list[str]) -> list[str]:
+    """srun's own flags (the words before the program) that appear more than once."""
+    flags = list(itertools.takewhile(lambda w: w.startswith("--"), words[1:]))
+    return sorted({f for f in (w.split("=")[0] for w in flags) if [w.split("=")[0] for w in flags].count(f) > 1})
+
+
+def every_corpus_file() -> list[str]:
+    """Every YAML file of the shared corpus (srt-slurm's examples, its v1 recipes, the forks)."""
+    return sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", every_corpus_file())
+def test_no_srun_line_of_a_corpus_recipe_repeats_a_flag(path: str) -> None:
+    """Every recipe the loader takes, in every corner of the corpus: one srun flag, said once.
+
+    (The nginx in front of several frontends said --container-remap-root twice.)
+    """
+    try:
+        loaded = load_recipes(CORPUS / path)
+    except RecipeError:
+        pytest.skip("not a recipe srtd loads (schema 1, or an override fragment)")
+    for recipe in loaded:
+        if check_recipe(recipe):
+            continue
+        lined = with_srun_lines(build_plan(recipe, nodes=expand("gpu-[001-064]"), job_id="7", log_dir="/out"))
+        for name, line in lined.srun_lines.items():
+            words = shlex.split(line)
+            words = words[words.index("srun") :]
+            assert repeated_flags(words) == [], f"{recipe.variant or ''} {name}"
+
+
+def test_an_srun_option_replaces_the_flag_srtd_wrote_of_its_name() -> None:
+    u = unit(srun=Srun(mpi="pmi2", cpu_bind="none", options={"mpi": "pmix", "cpu-bind": "cores", "mem": "0"}))
+    u = u.model_copy(update={"container": Container(image="img", remap_root=True)})
+    u = u.model_copy(
+        update={"srun": u.srun.model_copy(update={"options": {**u.srun.options, "container-remap-root": ""}})}
+    )
+    argv = srun_argv(u, job_id="5", attempt=0, log_path="/l/w0.out", record=None)
+    flags = list(itertools.takewhile(lambda w: w.startswith("--"), argv[1:]))
+    assert [w for w in flags if w.startswith(("--mpi", "--cpu-bind", "--container-remap-root", "--mem"))] == [
+        "--mpi=pmix",
+        "--cpu-bind=cores",
+        "--container-remap-root",
+        "--mem=0",
+    ]
+
+
+@pytest.mark.parametrize("flag", ["jobid", "nodelist", "output", "job-name", "export", "container-name"])
+def test_an_srun_option_may_not_set_a_flag_srtd_derives_from_the_plan(flag: str) -> None:
+    with pytest.raises(LaunchError, match=f"w0: srun option --{flag} is srtd's own"):
+        srun_argv(unit(srun=Srun(options={flag: "x"})), job_id="5", attempt=0, log_path="/l", record=None)
 
 
 def test_srtd_plan_prints_srun_lines_in_text_and_json(tmp_path: Path) -> None:

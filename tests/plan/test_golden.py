@@ -52,14 +52,14 @@ def golden_name(path: str, suffix: str) -> str:
 def cases() -> list[tuple[str, tuple[str, ...], str]]:
     out = []
     for path in recipe_paths():
-        args = ("--json", "--all") if variant_count(path) > 1 else ("--json",)
+        args = ("--json", "--slurm", "--all") if variant_count(path) > 1 else ("--json", "--slurm")
         out.append((path, args, ".json"))
     out += [
         ("recipes/local/demo.yaml", ("--json", "--local"), ".local.json"),
-        ("recipes/sglang/router-disagg.yaml", ("--graph", "mermaid"), ".mermaid"),
-        ("recipes/sglang/dynamo-disagg.yaml", ("--graph", "mermaid"), ".mermaid"),
-        ("recipes/services/mooncake.yaml", ("--graph", "dot"), ".dot"),
-        ("recipes/pools/torchrun.yaml", ("--graph", "dot"), ".dot"),
+        ("recipes/sglang/router-disagg.yaml", ("--graph", "mermaid", "--slurm"), ".mermaid"),
+        ("recipes/sglang/dynamo-disagg.yaml", ("--graph", "mermaid", "--slurm"), ".mermaid"),
+        ("recipes/services/mooncake.yaml", ("--graph", "dot", "--slurm"), ".dot"),
+        ("recipes/pools/torchrun.yaml", ("--graph", "dot", "--slurm"), ".dot"),
         ("recipes/sglang/router-agg.yaml", ("--sbatch",), ".sbatch"),
         ("recipes/trtllm/multinode-disagg.yaml", ("--sbatch",), ".sbatch"),
     ]
@@ -119,7 +119,7 @@ def test_the_recipes_are_all_here() -> None:
 def test_json_plans_are_plans_of_the_right_recipe() -> None:
     """The golden JSON is the documented contract: it loads back as Plan, names its recipe."""
     for path in recipe_paths():
-        data = json.loads(render(path, ("--json", "--all")))
+        data = json.loads(render(path, ("--json", "--slurm", "--all")))
         assert len(data) == variant_count(path)
         for item in data:
             plan = Plan.model_validate(item)
@@ -137,7 +137,7 @@ def test_json_plans_are_plans_of_the_right_recipe() -> None:
 
 
 def test_local_demo_differs_from_the_slurm_plan_where_it_should() -> None:
-    slurm = Plan.loads(render("recipes/local/demo.yaml", ("--json",)))
+    slurm = Plan.loads(render("recipes/local/demo.yaml", ("--json", "--slurm")))
     local = Plan.loads(render("recipes/local/demo.yaml", ("--json", "--local")))
     assert (slurm.local, local.local) == (False, True)
     assert local.sbatch is None

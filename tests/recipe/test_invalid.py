@@ -353,7 +353,10 @@ def test_v1_engine_set_cuda_visible_devices() -> None:
 
 def test_unknown_engine_name() -> None:
     text = sub("engine: sglang\n", "engine: sglangx\n")
-    message = "unknown type 'sglangx'; known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
+    message = (
+        "unknown type 'sglangx'; did you mean 'sglang'? "
+        "known: sglang, vllm, trtllm, mocker, atom, tilert, tokenspeed, custom, toy"
+    )
     assert problems(text) == [(9, 9, "engine.type", message)]
 
 
@@ -837,4 +840,15 @@ def test_observability_nsys_bounds() -> None:
     assert problems(text) == [
         (19, 5, "observability.nsys.report_timeout_secs", "must be a positive number of seconds, not 0"),
         (20, 5, "observability.nsys.nvtx_injection_path", "must be an absolute path inside the container"),
+    ]
+
+
+def test_srun_options_may_not_set_the_flags_srtd_derives_from_the_plan() -> None:
+    text = BASE + 'srun_options:\n  mem: "0"\n  nodelist: gpu-01\n  job-name: mine\n'
+    assert problems(text) == [
+        (19, 3, "srun_options.nodelist", "srtd sets --nodelist itself (from the plan); leave it out"),
+        (20, 3, "srun_options.job-name", "srtd sets --job-name itself (from the plan); leave it out"),
+    ]
+    assert problems(sub("    gpus: 8\n", '    gpus: 8\n    srun_options: {output: "x"}\n')) == [
+        (15, 20, "roles.agg.srun_options.output", "srtd sets --output itself (from the plan); leave it out")
     ]

@@ -173,6 +173,84 @@ def test_a_moved_key_carries_its_comment() -> None:
     assert "    rev: abc123 # pinned\n" in text
 
 
+def test_comment_lines_go_with_the_key_they_precede_to_its_new_place_and_depth() -> None:
+    """Lines above a moved key leave with it, indented to where it lands; the lines above
+    the key after it stay there (a line between `source:` and `pypi:` once meant a lost
+    comment, and one at the wrong depth)."""
+    text = textwrap.dedent(
+        """\
+        name: t
+        model: {path: /m, container: img, precision: fp8}
+        resources:
+          gpu_type: h100
+          # prefill sizing
+          prefill_nodes: 1
+          # decode sizing
+          decode_nodes: 1
+          # workers per prefill
+          prefill_workers: 1
+          decode_workers: 1
+          gpus_per_node: 8
+        backend:
+          type: sglang
+        frontend:
+          type: sglang
+          # the router runs on its own node
+          dedicated_node: true
+        dynamo:
+          # the version comment
+          version: 0.7.0
+          # about the top of tree
+          top_of_tree: false
+        """
+    )
+    assert migrate_text(text).text == textwrap.dedent(
+        """\
+        schema: 2
+        name: t
+        model: {path: /m, container: img, precision: fp8}
+        resources:
+          gpu_type: h100
+          gpus_per_node: 8
+        engine: sglang
+        roles:
+          prefill:
+            # prefill sizing
+            nodes: 1
+            # workers per prefill
+            workers: 1
+          decode:
+            # decode sizing
+            nodes: 1
+            workers: 1
+        frontend:
+          type: sglang-router
+          placement:
+            # the router runs on its own node
+            node: dedicated
+        dynamo:
+          # about the top of tree
+          top_of_tree: false
+          source:
+            # the version comment
+            pypi: 0.7.0
+        """
+    )
+
+
+def test_a_comment_after_a_moved_first_key_stays_above_the_key_it_introduced() -> None:
+    text = "name: t\ndynamo:\n  hash: abc  # pinned\n  # the wheel line\n  wheel: /w.whl\n  # kept\n  install: true\n"
+    assert migrate_text(text).text.split("dynamo:\n")[1] == (
+        "  # kept\n"
+        "  install: true\n"
+        "  source:\n"
+        "    git: https://github.com/ai-dynamo/dynamo\n"
+        "    rev: abc # pinned\n"
+        "    # the wheel line\n"
+        "    wheel: /w.whl\n"
+    )
+
+
 def test_schema_2_is_left_exactly_as_written() -> None:
     once = migrate_text(SCHEMA_1).text
     again = migrate_text(once)

@@ -38,7 +38,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def same_verdict(path: Path, *plan_args: str) -> list[str]:
     """validate's lines; `srtd plan` must refuse with exactly those lines, and both exit 2."""
     checked = run("validate", str(path))
-    planned = run("plan", str(path), *plan_args)
+    planned = run("plan", str(path), "--slurm", *plan_args)  # validate plans for Slurm
     assert (checked.exit_code, planned.exit_code) == (2, 2), (checked.output, planned.output)
     assert checked.stdout == planned.stdout == ""
     lines = checked.stderr.splitlines()
@@ -121,7 +121,7 @@ def test_inside_an_override_variant(tmp_path: Path) -> None:
         f"{path}:16:39 [override_loop] services.0.after.0: dependency cycle: service_a -> service_b -> service_a"
     ]
     # the good variant plans; validate judges the file by all of its variants
-    assert run("plan", str(path), "--variant", "override_ok").exit_code == 0
+    assert run("plan", str(path), "--slurm", "--variant", "override_ok").exit_code == 0
 
 
 def test_warnings_are_printed_alike_and_reported_in_json(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_warnings_are_printed_alike_and_reported_in_json(tmp_path: Path) -> None
     assert checked.exit_code == 0
     assert checked.stdout == f"{path}: valid (1 recipe)\n"
     assert checked.stderr.splitlines() == [warning]
-    planned = run("plan", str(path), "--json")
+    planned = run("plan", str(path), "--json", "--slurm")
     assert planned.exit_code == 0
     assert planned.stderr.splitlines() == [warning]
     doc = json.loads(run("validate", "--json", str(path)).stdout)

@@ -77,7 +77,8 @@ def test_validate_runs_the_plan_checks_too(tmp_path: Path) -> None:
     result = run("validate", str(path))
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
-    assert line.startswith(f"{path}:16:3 frontend.type: unknown frontend 'bogus-router'; known: ")
+    assert line.startswith(f"{path}:16:3 frontend.type: unknown frontend 'bogus-router'; ")
+    assert "known: atom, atomesh, dynamo, none," in line
 
 
 def test_validate_several_files(valid: Path, invalid: Path, tmp_path: Path) -> None:
@@ -162,3 +163,37 @@ def test_version() -> None:
     result = run("--version")
     assert result.exit_code == 0
     assert result.stdout == f"srtd, version {srtd.__version__}\n"
+
+
+SELECTOR_TYPOS = [
+    (sub("engine: sglang\n", "engine: sglangx\n"), "9:9 engine.type: unknown type 'sglangx'; did you mean 'sglang'?"),
+    (
+        sub("  type: sglang-router\n", "  type: sglang-ruoter\n"),
+        "16:3 frontend.type: unknown frontend 'sglang-ruoter'; did you mean 'sglang-router'?",
+    ),
+    (
+        BASE + "benchmark:\n  type: sabench\n",
+        "18:3 benchmark.type: unknown benchmark 'sabench'; did you mean 'sa-bench'?",
+    ),
+    (
+        BASE + "services:\n  - name: e\n    type: etdc\n",
+        "19:5 services.0.type: unknown service type 'etdc'; did you mean 'etcd'?",
+    ),
+    (
+        BASE + "telemetry:\n  dcgm_exporter:\n    kind: dcmg\n    container_image: x\n    port: 9400\n",
+        "19:5 telemetry.dcgm_exporter.kind: unknown telemetry exporter kind 'dcmg'; did you mean 'dcgm'?",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"), SELECTOR_TYPOS, ids=["engine", "frontend", "benchmark", "service", "exporter"]
+)
+def test_every_name_that_selects_behaviour_is_checked_with_a_did_you_mean(tmp_path: Path, text: str, said: str) -> None:
+    """A misspelt selector is refused by validate, located, with the closest name and every known one."""
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    result = run("validate", str(path))
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{path}:{said} known: ")
