@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import socket
@@ -11,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from srtd.attach._messages import read_message, said
 from srtd.attach._paths import is_live, pointer_job_id, resolve, sockets
-from srtd.attach._protocol import PROTOCOL, encode
+from srtd.attach._protocol import MAX_MESSAGE, PROTOCOL, BadFrame, encode
 from srtd.errors import AttachError, ControlError
 
 if TYPE_CHECKING:
@@ -53,20 +53,20 @@ class Connection:
         self._next_id = 0
         try:
             hello = self.receive()
-        except (AttachError, TimeoutError, ValueError):
+        except AttachError:
             self.close()
             raise
         if hello is None:
-            said = f": {self.relay.said()}" if self.relay is not None else ""
+            relay_said = f": {self.relay.said()}" if self.relay is not None else ""
             self.close()
-            raise AttachError(f"{self.where}: the job closed the connection{said}")
-        if hello.get("type") == "error":
+            raise AttachError(f"{self.where}: the job closed the connection{relay_said}")
+        if hello["type"] == "error":
             self.close()
-            raise AttachError(str(hello.get("message")))
-        if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
+            raise AttachError(said(hello["message"]))
+        if hello["type"] != "hello" or hello.get("protocol") != PROTOCOL:
             self.close()
-            theirs = hello.get("protocol")
-            raise AttachError(f"{self.where}: speaks attach protocol {theirs!r}, this srtd speaks {PROTOCOL}")
+            theirs = said(repr(hello.get("protocol")))[:60]
+            raise AttachError(f"{self.where}: speaks attach protocol {theirs}, this srtd speaks {PROTOCOL}")
         self.hello: dict[str, Any] = hello
 
     def settimeout(self, timeout: float | None) -> None:
@@ -79,19 +79,27 @@ class Connection:
             raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
 
     def receive(self) -> dict[str, Any] | None:
-        """The next message; None when the server closed the connection."""
+        """The next message, checked (`_messages`); None when the server closed the connection.
+
+        Whatever the peer sends, the outcome is a message or one `AttachError` naming the
+        socket: a line is read to `MAX_MESSAGE` bytes at most, silence to the timeout.
+        """
         try:
-            line = self._file.readline()
+            line = self._file.readline(MAX_MESSAGE + 1)
         except TimeoutError:
-            raise
+            raise AttachError(f"{self.where}: no answer within {self._sock.gettimeout():g} s") from None
         except OSError as e:
             raise AttachError(f"{self.where}: connection lost: {e.strerror or e}") from None
         if not line:
             return None
-        message = json.loads(line)
-        if not isinstance(message, dict):
-            raise AttachError(f"{self.where}: not an attach message: {line[:80]!r}")
-        return message
+        if not line.endswith(b"\n"):
+            if len(line) > MAX_MESSAGE:
+                raise AttachError(f"{self.where}: not an attach message: a line longer than {MAX_MESSAGE} bytes")
+            raise AttachError(f"{self.where}: the connection ended inside a message")
+        try:
+            return read_message(line)
+        except BadFrame as e:
+            raise AttachError(f"{self.where}: not an attach message: {e}") from None
 
     def messages(self) -> Iterator[dict[str, Any]]:
         while (message := self.receive()) is not None:
@@ -112,9 +120,9 @@ class Connection:
                 raise AttachError(f"{self.where}: the job closed the connection")
             kind = reply.get("type")
             if kind == "overflow":
-                raise AttachError(f"{self.where}: {reply.get('message')}")
+                raise AttachError(f"{self.where}: {said(reply['message'])}")
             if kind == "error" and reply.get("id") in (request_id, None):
-                raise ControlError(str(reply.get("message")))
+                raise ControlError(said(reply["message"]))
             if reply.get("id") == request_id:
                 return reply
 
@@ -204,7 +212,7 @@ def running_jobs() -> list[RunningJob]:
         try:
             with Connection(path, timeout=2.0) as conn:
                 hello = conn.hello
-        except (AttachError, TimeoutError, ValueError):
+        except AttachError:
             continue
         found.append(
             RunningJob(

@@ -16,13 +16,66 @@ from srtd.events import Event, JobView, UnitView
 
 PROTOCOL = 1
 MAX_REQUEST = 64 * 1024  # bytes in one request line; longer ones get an error reply
+# Bytes in one message line from the job: its largest are a snapshot (some hundred bytes a
+# unit) and a tail (at most 256 KiB of log, escaped); a longer line ends the connection.
+MAX_MESSAGE = 8 * 1024 * 1024
+MAX_DEPTH = 32  # nesting of objects and arrays in any line, either way; real ones use 4
 DEFAULT_TAIL = 50
 MAX_TAIL = 10_000
 VERBS = ("snapshot", "subscribe", "tail", "stop", "restart", "signal")
 
 
-class BadRequest(ValueError):
+class BadFrame(ValueError):
+    """A line that is not a protocol message (not JSON, not an object, nested too deep)."""
+
+
+class BadRequest(BadFrame):
     """A request line the server cannot act on; the message goes back as an error."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_CONTAINERS = (dict, list)
+
+
+def _depth_within(value: dict[str, Any], limit: int) -> bool:
+    """Whether `value` nests at most `limit` levels; one level at a time, no recursion."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        nested = [
+            item
+            for node in level
+            for item in (node.values() if isinstance(node, dict) else node)
+            if isinstance(item, _CONTAINERS)
+        ]
+        if not nested:
+            return True
+        level = [item for item in nested if item]  # an empty one is a level, with nothing below
+    return False
+
+
+def decode_frame(line: bytes) -> dict[str, Any]:
+    """One protocol line -> its JSON object, or `BadFrame` saying why not.
+
+    Bounded whatever the line holds: the caller bounds its length; json's C decoder is
+    linear and stops a deep nesting at the interpreter's recursion limit (RecursionError,
+    caught here); what it built is then held to `MAX_DEPTH`, so nothing that walks a
+    message later (pydantic, json.dumps) can recurse deeply.  Counting the brackets first
+    keeps that walk off every ordinary line.
+    """
+    try:
+        data = json.loads(line, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise BadFrame(f"nested deeper than {MAX_DEPTH} levels") from None
+    except (UnicodeDecodeError, ValueError):
+        raise BadFrame("not a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadFrame("not a JSON object")
+    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and not _depth_within(data, MAX_DEPTH):
+        raise BadFrame(f"nested deeper than {MAX_DEPTH} levels")
+    return data
 
 
 @dataclass(frozen=True)
@@ -59,11 +112,9 @@ def _int(data: Mapping[str, Any], key: str, default: int | None, low: int, high:
 def parse_request(line: bytes) -> Request:
     """One request line (without its newline) -> a `Request`, or `BadRequest`."""
     try:
-        data = json.loads(line)
-    except (UnicodeDecodeError, ValueError):
-        raise BadRequest("not a JSON object") from None
-    if not isinstance(data, dict):
-        raise BadRequest("not a JSON object")
+        data = decode_frame(line)
+    except BadFrame as e:
+        raise BadRequest(str(e)) from None
     cmd = data.get("cmd")
     if cmd not in VERBS:
         raise BadRequest(f"unknown cmd {cmd!r}; one of {', '.join(VERBS)}")

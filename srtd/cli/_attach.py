@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +168,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
 
 
 def _once(target: str, *, as_json: bool) -> None:
-    from srtd.attach import connect, event_of, render_view, view_of
+    from srtd.attach import EVENT_PANE, connect, event_of, render_view, view_of
 
     with connect(target) as conn:
         if as_json:
@@ -178,7 +179,7 @@ def _once(target: str, *, as_json: bool) -> None:
         # from 0: the snapshot, then the journal up to it (for the event pane)
         snapshot = conn.request("subscribe", from_seq=0)
         view = view_of(snapshot)
-        events: list[Event] = []
+        events: deque[Event] = deque(maxlen=EVENT_PANE)  # the pane's; a long journal is not kept
         for message in conn.messages() if view.seq else ():
             if message.get("type") != "event":
                 break
@@ -220,7 +221,7 @@ def _stream_json(target: str) -> None:
 def _live(target: str) -> None:
     from rich.live import Live
 
-    from srtd.attach import event_of, render_view
+    from srtd.attach import EVENT_PANE, event_of, render_view
     from srtd.events import JobView
 
     out = console()
@@ -228,7 +229,7 @@ def _live(target: str) -> None:
     snapshot = next(messages)  # connection errors surface here, before the screen is taken
     order: list[str] = [u["name"] for u in snapshot["units"]]
     view = JobView.fold([], order)
-    events: list[Event] = []
+    events: deque[Event] = deque(maxlen=EVENT_PANE)  # the pane's: a live view runs for days
     last_draw = 0.0
     with Live(render_view(view, events, order), console=out, auto_refresh=False, transient=False) as live:
         for message in messages:
