@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from srtd._json import TooDeep, loads_bounded
 from srtd.events import Event, JobView, UnitView
 
 PROTOCOL = 1
@@ -33,48 +34,20 @@ class BadRequest(BadFrame):
     """A request line the server cannot act on; the message goes back as an error."""
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_CONTAINERS = (dict, list)
-
-
-def _depth_within(value: dict[str, Any], limit: int) -> bool:
-    """Whether `value` nests at most `limit` levels; one level at a time, no recursion."""
-    level: list[Any] = [value]
-    for _ in range(limit):
-        nested = [
-            item
-            for node in level
-            for item in (node.values() if isinstance(node, dict) else node)
-            if isinstance(item, _CONTAINERS)
-        ]
-        if not nested:
-            return True
-        level = [item for item in nested if item]  # an empty one is a level, with nothing below
-    return False
-
-
 def decode_frame(line: bytes) -> dict[str, Any]:
     """One protocol line -> its JSON object, or `BadFrame` saying why not.
 
-    Bounded whatever the line holds: the caller bounds its length; json's C decoder is
-    linear and stops a deep nesting at the interpreter's recursion limit (RecursionError,
-    caught here); what it built is then held to `MAX_DEPTH`, so nothing that walks a
-    message later (pydantic, json.dumps) can recurse deeply.  Counting the brackets first
-    keeps that walk off every ordinary line.
+    Bounded whatever the line holds: the caller bounds its length, `loads_bounded` its
+    nesting (`MAX_DEPTH`), in time linear in the line.
     """
     try:
-        data = json.loads(line, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise BadFrame(f"nested deeper than {MAX_DEPTH} levels") from None
+        data = loads_bounded(line, MAX_DEPTH)
+    except TooDeep as e:
+        raise BadFrame(str(e)) from None
     except (UnicodeDecodeError, ValueError):
         raise BadFrame("not a JSON object") from None
     if not isinstance(data, dict):
         raise BadFrame("not a JSON object")
-    if line.count(b"[") + line.count(b"{") > MAX_DEPTH and not _depth_within(data, MAX_DEPTH):
-        raise BadFrame(f"nested deeper than {MAX_DEPTH} levels")
     return data
 
 

@@ -7,7 +7,6 @@ collector's own log, which never holds a request header).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from srtd._json import loads_bounded
 from srtd.collector._auth import COOKIE, Tokens
 from srtd.collector._store import FEED_LIMIT, Store
 from srtd.status_api import MAX_BODY, JobCreate, JobUpdate, JournalBatch
@@ -61,7 +61,7 @@ async def body_of(request: Request, model: type[M]) -> M:
         if len(raw) > MAX_BODY:
             raise ApiError(413, f"body over {MAX_BODY} bytes")
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw)  # deep nesting: ValueError too, not a RecursionError
     except ValueError as err:
         raise ApiError(422, f"the body is not JSON: {err}") from None
     try:

@@ -146,3 +146,13 @@ def test_a_jobs_error_message_is_quoted_on_one_bounded_line(fake_job: Callable[[
     assert said.startswith("srtd: no\\nunit xxx")
     assert said.endswith("x...")
     assert len(said) < 600
+
+
+def test_a_log_directory_whose_pointer_is_deep_json_is_exit_4(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "attach.json").write_bytes(deep(200_000))
+    result = bounded("attach", str(tmp_path / "logs"), "--once", cwd=tmp_path)
+    assert result.code == 4
+    assert one_line(result.stderr) == (
+        f"srtd: {tmp_path / 'logs'} has no attach.json: the job is not running (or ran without a socket)"
+    )

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_lazy",
         "_early_signals",
         "patterns",
+        "_json",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),
