@@ -3,6 +3,7 @@ is refused at load with its place in the recipe (srtd/patterns.py, docs/recipe.m
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -111,3 +112,17 @@ def test_every_engines_own_fatal_pattern_is_one_re2_runs() -> None:
     for row in _base.all_rows():
         for pattern in row.fatal_patterns:
             compile_log_pattern(pattern)  # raises ValueError for one RE2 refuses
+
+
+def test_a_saved_plan_with_a_pattern_re2_cannot_run_is_refused_before_run_starts_anything(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe("print(1)", "[]"))
+    planned = bounded("plan", str(path), "--local", "--json", "--log-dir", str(tmp_path / "logs"), cwd=tmp_path)
+    assert planned.code == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    plan["units"][0]["fatal_patterns"] = ["ok", "(?<!x)y"]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    result = bounded("run", str(tmp_path / "plan.json"), cwd=tmp_path)
+    assert result.code == 2
+    assert one_line(result.stderr) == ("srtd: unit 'agg_0_node1': bad pattern '(?<!x)y': invalid perl operator: (?<!")
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["plan.json"]  # no journal, no unit log
