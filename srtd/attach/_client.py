@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,12 +110,17 @@ class Connection:
         """Send a request and return its reply (an error reply raises).
 
         Messages of a running subscription that arrive first are skipped: the reply
-        is the message carrying the request's id.
+        is the message carrying the request's id.  With a timeout, the reply is due within
+        it, however many other messages come first (a peer cannot keep us reading forever).
         """
         self._next_id += 1
         request_id = self._next_id
         self.send(cmd=cmd, id=request_id, **fields)
+        timeout = self._sock.gettimeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise AttachError(f"{self.where}: no reply to {cmd} within {timeout:g} s")
             reply = self.receive()
             if reply is None:
                 raise AttachError(f"{self.where}: the job closed the connection")

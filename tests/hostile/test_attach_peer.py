@@ -34,8 +34,12 @@ def hello_then(reply: bytes) -> Peer:
 
     def peer(conn: socket.socket) -> None:
         conn.sendall(line(HELLO))
-        conn.makefile("rb").readline()
+        requests = conn.makefile("rb")
+        requests.readline()
         conn.sendall(reply)
+        conn.settimeout(30)
+        while requests.readline():  # open until the client hangs up
+            pass
 
     return peer
 
@@ -49,6 +53,15 @@ def endless(conn: socket.socket) -> None:
     chunk = b"x" * (1 << 20)
     for _ in range(4 * MAX_MESSAGE // len(chunk)):
         conn.sendall(chunk)
+
+
+def chatty(conn: socket.socket) -> None:
+    """Greets, then sends well-formed events for ever and never answers the request."""
+    conn.sendall(line(HELLO))
+    event = line({"type": "event", "event": {"seq": 1, "ts": 1.0, "state": "running"}})
+    burst = event * 1000
+    while True:
+        conn.sendall(burst)
 
 
 def silent(conn: socket.socket) -> None:
@@ -107,6 +120,7 @@ KINDS: dict[str, tuple[Peer, str]] = {
     ),
     "half a message": (says(b'{"type": "hel'), "the connection ended inside a message"),
     "silence": (silent, "no answer within 10 s"),
+    "events for ever and no reply": (chatty, "no reply to snapshot within 10 s"),
     "a snapshot of the wrong shape": (
         hello_then(line({"type": "snapshot", "id": 1, "seq": 3, "units": [{"name": 5}]})),
         "not an attach message: a snapshot message whose name is wrong: Input should be a valid string",

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from srtd.engines._trtllm import TRTLLM_FATAL
 from srtd.patterns import compile_log_pattern
 from tests.command import reap, start_srtd
 from tests.hostile.helpers import bounded, one_line
@@ -94,15 +93,6 @@ def test_a_log_probe_pattern_is_checked_the_same_way(tmp_path: Path) -> None:
     assert result.code == 2
     assert one_line(result.stderr).startswith(f"{path}:8:")
     assert "engine.health.log.pattern: is not a log pattern srtd can use" in result.stderr
-
-
-def test_the_trtllm_fatal_line_matches_every_exit_code_but_0() -> None:
-    rank_exit = compile_log_pattern(TRTLLM_FATAL[0])
-    assert rank_exit.search("Rank3 Task exit code: 1")
-    assert rank_exit.search("Rank0 Task exit code: 137")
-    assert rank_exit.search("Rank0 Task exit code: 00")
-    assert not rank_exit.search("Rank0 Task exit code: 0")
-    assert not rank_exit.search("Rank0 Task exit code: 0 ")
 
 
 def test_every_engines_own_fatal_pattern_is_one_re2_runs() -> None:
