@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from srtd.attach._server import serve
     from srtd.attach._timeline import SVG_NAME, Timeline, gantt_width, render_timeline, svg_text, write_svg
     from srtd.attach._timeline import build as build_timeline
-    from srtd.attach._view import LiveView, RunView, clock_time, render_view
+    from srtd.attach._view import EVENT_PANE, LiveView, RunView, clock_time, render_view
 
 # public name -> (module, its name there)
 _LAZY = {
@@ -49,7 +49,7 @@ _LAZY = {
         n: ("_timeline", n) for n in ("SVG_NAME", "Timeline", "gantt_width", "render_timeline", "svg_text", "write_svg")
     },
     "build_timeline": ("_timeline", "build"),
-    **{n: ("_view", n) for n in ("LiveView", "RunView", "clock_time", "render_view")},
+    **{n: ("_view", n) for n in ("EVENT_PANE", "LiveView", "RunView", "clock_time", "render_view")},
 }
 
 
@@ -58,6 +58,7 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "DEAD",
+    "EVENT_PANE",
     "RELAY_STEP",
     "SVG_NAME",
     "Connection",

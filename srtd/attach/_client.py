@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 import select
 import shutil
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from srtd.attach._messages import read_message, said
 from srtd.attach._paths import (
     dead_message,
     forget_stale,
@@ -23,7 +24,7 @@ from srtd.attach._paths import (
     resolve,
     sockets,
 )
-from srtd.attach._protocol import PROTOCOL, encode
+from srtd.attach._protocol import MAX_MESSAGE, PROTOCOL, BadFrame, encode
 from srtd.errors import AttachError, ControlError
 
 if TYPE_CHECKING:
@@ -69,20 +70,20 @@ class Connection:
         self._scanned = 0  # the buffer holds no newline before this
         try:
             hello = self.receive()
-        except (AttachError, TimeoutError, ValueError):
+        except AttachError:
             self.close()
             raise
         if hello is None:
-            said = f": {self.relay.said()}" if self.relay is not None else ""
+            relay_said = f": {self.relay.said()}" if self.relay is not None else ""
             self.close()
-            raise AttachError(f"{self.where}: the job closed the connection{said}")
-        if hello.get("type") == "error":
+            raise AttachError(f"{self.where}: the job closed the connection{relay_said}")
+        if hello["type"] == "error":
             self.close()
-            raise AttachError(str(hello.get("message")))
-        if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
+            raise AttachError(said(hello["message"]))
+        if hello["type"] != "hello" or hello.get("protocol") != PROTOCOL:
             self.close()
-            theirs = hello.get("protocol")
-            raise AttachError(f"{self.where}: speaks attach protocol {theirs!r}, this srtd speaks {PROTOCOL}")
+            theirs = said(repr(hello.get("protocol")))[:60]
+            raise AttachError(f"{self.where}: speaks attach protocol {theirs}, this srtd speaks {PROTOCOL}")
         self.hello: dict[str, Any] = hello
 
     def settimeout(self, timeout: float | None) -> None:
@@ -97,6 +98,9 @@ class Connection:
     def _readline(self) -> bytes:
         """The next line; what is left (b"" at a clean end) when the server closed the connection."""
         while (end := self._buffer.find(b"\n", self._scanned)) < 0:
+            if len(self._buffer) > MAX_MESSAGE:  # no line this long is an attach message
+                end = MAX_MESSAGE
+                break
             self._scanned = len(self._buffer)
             try:
                 chunk = self._sock.recv(RECEIVE_SIZE)
@@ -121,14 +125,25 @@ class Connection:
         return bool(readable)
 
     def receive(self) -> dict[str, Any] | None:
-        """The next message; None when the server closed the connection."""
-        line = self._readline()
+        """The next message, checked (`_messages`); None when the server closed the connection.
+
+        Whatever the peer sends, the outcome is a message or one `AttachError` naming the
+        socket: a line is read to `MAX_MESSAGE` bytes at most, silence to the timeout.
+        """
+        try:
+            line = self._readline()
+        except TimeoutError:
+            raise AttachError(f"{self.where}: no answer within {self._sock.gettimeout():g} s") from None
         if not line:
             return None
-        message = json.loads(line)
-        if not isinstance(message, dict):
-            raise AttachError(f"{self.where}: not an attach message: {line[:80]!r}")
-        return message
+        if not line.endswith(b"\n"):
+            if len(line) > MAX_MESSAGE:
+                raise AttachError(f"{self.where}: not an attach message: a line longer than {MAX_MESSAGE} bytes")
+            raise AttachError(f"{self.where}: the connection ended inside a message")
+        try:
+            return read_message(line)
+        except BadFrame as e:
+            raise AttachError(f"{self.where}: not an attach message: {e}") from None
 
     def messages(self) -> Iterator[dict[str, Any]]:
         while (message := self.receive()) is not None:
@@ -148,20 +163,25 @@ class Connection:
         """Send a request and return its reply (an error reply raises).
 
         Messages of a running subscription that arrive first are skipped: the reply
-        is the message carrying the request's id.
+        is the message carrying the request's id.  With a timeout, the reply is due within
+        it, however many other messages come first (a peer cannot keep us reading forever).
         """
         self._next_id += 1
         request_id = self._next_id
         self.send(cmd=cmd, id=request_id, **fields)
+        timeout = self._sock.gettimeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise AttachError(f"{self.where}: no reply to {cmd} within {timeout:g} s")
             reply = self.receive()
             if reply is None:
                 raise AttachError(f"{self.where}: the job closed the connection")
             kind = reply.get("type")
             if kind == "overflow":
-                raise AttachError(f"{self.where}: {reply.get('message')}")
+                raise AttachError(f"{self.where}: {said(reply['message'])}")
             if kind == "error" and reply.get("id") in (request_id, None):
-                raise ControlError(str(reply.get("message")))
+                raise ControlError(said(reply["message"]))
             if reply.get("id") == request_id:
                 return reply
 
@@ -267,7 +287,7 @@ def running_jobs() -> list[RunningJob]:
         try:
             with Connection(path, timeout=2.0) as conn:
                 hello = conn.hello
-        except (AttachError, TimeoutError, ValueError):
+        except AttachError:
             continue
         found.append(
             RunningJob(

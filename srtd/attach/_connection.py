@@ -161,26 +161,29 @@ class ClientConnection:
 
 
 async def request_lines(stream: anyio.abc.SocketStream) -> AsyncIterator[bytes | None]:
-    """Request lines as they arrive; None for a line longer than `MAX_REQUEST` (dropped)."""
-    buffer = b""
+    """Request lines as they arrive; None for a line longer than `MAX_REQUEST` (dropped).
+
+    Linear in what the client sends: each chunk is split once (a flood of newlines used to
+    re-copy the buffer at every line: quadratic), and at most `MAX_REQUEST` bytes of an
+    unfinished line are kept.  (anyio's `receive_until` re-copies its buffer per line too.)
+    """
+    pending = b""  # the start of a line whose newline has not come yet
     skipping = False  # inside an overlong line: discard up to its newline
     while True:
         try:
             chunk = await stream.receive(READ_CHUNK)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return
-        buffer += chunk
-        while (newline := buffer.find(b"\n")) >= 0:
-            line, buffer = buffer[:newline], buffer[newline + 1 :]
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
             if skipping:
                 skipping = False
-                continue
-            if len(line) > MAX_REQUEST:
+            elif len(line) > MAX_REQUEST:
                 yield None
             elif line.strip():
                 yield line.strip()
-        if len(buffer) > MAX_REQUEST:
+        if len(pending) > MAX_REQUEST:
             if not skipping:
                 skipping = True
                 yield None
-            buffer = b""
+            pending = b""

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from srtd._json import loads_bounded
 from srtd.errors import AttachError
 from srtd.runtime import private_dir as _private_dir
 from srtd.runtime import runtime_dir
@@ -148,7 +149,7 @@ def dead_message(facts: Mapping[str, Any], pid: int) -> str:
 
 def read_pointer(log_dir: Path) -> Path | None:
     try:
-        data = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))
+        data = loads_bounded((log_dir / POINTER_NAME).read_text(encoding="utf-8"))
         return Path(data["socket"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -157,7 +158,7 @@ def read_pointer(log_dir: Path) -> Path | None:
 def pointer_job_id(log_dir: Path) -> str | None:
     """The job id `attach.json` names."""
     try:
-        job_id = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))["job_id"]
+        job_id = loads_bounded((log_dir / POINTER_NAME).read_text(encoding="utf-8"))["job_id"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return job_id if isinstance(job_id, str) else None

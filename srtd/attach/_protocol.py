@@ -12,17 +12,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from srtd._json import TooDeep, loads_bounded
 from srtd.events import Event, JobView, UnitView
 
 PROTOCOL = 1
 MAX_REQUEST = 64 * 1024  # bytes in one request line; longer ones get an error reply
+# Bytes in one message line from the job: its largest are a snapshot (some hundred bytes a
+# unit) and a tail (at most 256 KiB of log, escaped); a longer line ends the connection.
+MAX_MESSAGE = 8 * 1024 * 1024
+MAX_DEPTH = 32  # nesting of objects and arrays in any line, either way; real ones use 4
 DEFAULT_TAIL = 50
 MAX_TAIL = 10_000
 VERBS = ("snapshot", "subscribe", "tail", "stop", "restart", "signal")
 
 
-class BadRequest(ValueError):
+class BadFrame(ValueError):
+    """A line that is not a protocol message (not JSON, not an object, nested too deep)."""
+
+
+class BadRequest(BadFrame):
     """A request line the server cannot act on; the message goes back as an error."""
+
+
+def decode_frame(line: bytes) -> dict[str, Any]:
+    """One protocol line -> its JSON object, or `BadFrame` saying why not.
+
+    Bounded whatever the line holds: the caller bounds its length, `loads_bounded` its
+    nesting (`MAX_DEPTH`), in time linear in the line.
+    """
+    try:
+        data = loads_bounded(line, MAX_DEPTH)
+    except TooDeep as e:
+        raise BadFrame(str(e)) from None
+    except (UnicodeDecodeError, ValueError):
+        raise BadFrame("not a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadFrame("not a JSON object")
+    return data
 
 
 @dataclass(frozen=True)
@@ -59,11 +85,9 @@ def _int(data: Mapping[str, Any], key: str, default: int | None, low: int, high:
 def parse_request(line: bytes) -> Request:
     """One request line (without its newline) -> a `Request`, or `BadRequest`."""
     try:
-        data = json.loads(line)
-    except (UnicodeDecodeError, ValueError):
-        raise BadRequest("not a JSON object") from None
-    if not isinstance(data, dict):
-        raise BadRequest("not a JSON object")
+        data = decode_frame(line)
+    except BadFrame as e:
+        raise BadRequest(str(e)) from None
     cmd = data.get("cmd")
     if cmd not in VERBS:
         raise BadRequest(f"unknown cmd {cmd!r}; one of {', '.join(VERBS)}")

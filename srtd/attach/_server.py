@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from srtd import __version__
 from srtd.attach._connection import ClientConnection, peer_credentials, request_lines
@@ -167,10 +168,15 @@ class AttachServer:
                         tg.start_soon(client.write)
                         client.reply(self.hello())
                         async for line in request_lines(stream):
+                            if client.dropped:
+                                break  # it reads none of its replies: what it sends is not read either
                             self._request(client, line, tg)
+                            await anyio.lowlevel.checkpoint()  # a chunk of many lines must not hold the job
                         client.reading = False
                         client.maybe_finish()
-            except Exception as e:  # a bug in one connection must not touch the job
+            except Exception as e:  # a bug in one connection must not touch the job: one line, and on
+                while isinstance(e, ExceptionGroup) and e.exceptions:
+                    e = e.exceptions[0]
                 print(f"srtd: attach: connection error: {type(e).__name__}: {e}", file=sys.stderr)
             finally:
                 self.clients.discard(client)

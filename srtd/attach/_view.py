@@ -7,6 +7,7 @@ so the live view of a job and the replay of its journal end on the same screen.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -134,7 +135,7 @@ class LiveView:
     def __init__(self, console: Console, order: Sequence[str], replayed: int, refresh: float) -> None:
         self._order = list(order)
         self.view = JobView.fold([], self._order)
-        self.events: list[Event] = []
+        self.events: deque[Event] = deque(maxlen=EVENT_PANE)  # the pane's: a live view runs for days
         self._console = console
         self._replayed = replayed
         self._refresh = refresh

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +168,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
 
 
 def _once(target: str, *, as_json: bool) -> None:
-    from srtd.attach import connect, event_of, render_view, view_of
+    from srtd.attach import EVENT_PANE, connect, event_of, render_view, view_of
 
     with connect(target) as conn:
         if as_json:
@@ -175,17 +176,24 @@ def _once(target: str, *, as_json: bool) -> None:
             reply.pop("type", None)
             click.echo(json.dumps(reply))
             return
-        # from 0: the snapshot, then the journal up to it (for the event pane)
-        snapshot = conn.request("subscribe", from_seq=0)
+        # The snapshot, then the journal's last events up to it (the pane's), not all of it.
+        seq = int(conn.request("snapshot").get("seq") or 0)
+        snapshot = conn.request("subscribe", from_seq=max(0, seq - EVENT_PANE))
         view = view_of(snapshot)
-        events: list[Event] = []
+        events: deque[Event] = deque(maxlen=EVENT_PANE)
+        deadline = time.monotonic() + ONCE_SECONDS  # a peer cannot keep us reading forever
         for message in conn.messages() if view.seq else ():
             if message.get("type") != "event":
                 break
             events.append(event_of(message))
             if events[-1].seq >= view.seq:
                 break
+            if time.monotonic() > deadline:
+                raise AttachError(f"{conn.where}: the events up to the snapshot took over {ONCE_SECONDS:g} s")
     console().print(render_view(view, events, [u["name"] for u in snapshot["units"]]))
+
+
+ONCE_SECONDS = 10.0  # `attach --once`: the pane's events after the snapshot (a handful) within this
 
 
 def _subscription(target: str, from_seq: int | None, quiet: float | None = None) -> Any:

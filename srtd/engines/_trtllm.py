@@ -34,7 +34,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-TRTLLM_FATAL = (r"^Rank\d+ Task exit code: (?!0$)\d+$", r"Failed to initialize executor")
+# Any exit code but 0, spelled without lookahead: log patterns are RE2 (srtd/patterns.py).
+TRTLLM_FATAL = (r"^Rank\d+ Task exit code: (?:[1-9]\d*|0\d+)$", r"Failed to initialize executor")
 
 
 @register_engine(TRTLLMEngine)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic_core import PydanticCustomError
 
+from srtd.patterns import log_pattern_error
 from srtd.unit import SRUN_OWNED_FLAGS, unsafe_name
 
 
@@ -99,6 +100,9 @@ Name = Annotated[str, AfterValidator(_path_safe)]
 RULES_ERROR = "srtd_rules"
 
 
+LOG_PATTERN_RULE = "is not a log pattern srtd can use (RE2 syntax: no backreferences, no lookaround)"
+
+
 class Rules:
     """Collects the broken rules of one model so a file reports all of them at once.
 
@@ -119,6 +123,12 @@ class Rules:
         for i, arg in enumerate(argv):
             if not arg.strip():
                 self.add(f"{path}.{i}", "must not be blank")
+
+    def log_patterns(self, path: str, patterns: tuple[str, ...]) -> None:
+        """Patterns searched in a unit's log lines: each one RE2 can match in linear time (srtd/patterns.py)."""
+        for i, pattern in enumerate(patterns):
+            if (why := log_pattern_error(pattern)) is not None:
+                self.add(f"{path}.{i}" if path else str(i), f"{LOG_PATTERN_RULE}: {why}")
 
     def check(self) -> None:
         if self.problems:

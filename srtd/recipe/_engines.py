@@ -168,7 +168,7 @@ class CustomEngine(Section):
     health: WorkerHealth | None = None
     """Readiness of one worker; a probe without `port` uses the worker's own {port}."""
     fatal_log_patterns: StrSeq = ()
-    """Log lines that mean the worker is gone even if its process lives on."""
+    """Log lines that mean the worker is gone even if its process lives on (RE2 syntax)."""
     liveness: LivenessField = None
     """srtd: find a hung worker while it is ready (`default`: the `health` probe);
     `roles.<role>.liveness` wins over it."""
@@ -177,6 +177,7 @@ class CustomEngine(Section):
     def _command_not_blank(self) -> CustomEngine:
         rules = Rules()
         rules.argv("command", self.command)
+        rules.log_patterns("fatal_log_patterns", self.fatal_log_patterns)
         rules.check()
         return self
 

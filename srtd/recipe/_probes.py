@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 from pydantic_core import PydanticCustomError
 
-from srtd.recipe._base import Rules, Section
+from srtd.patterns import log_pattern_error
+from srtd.recipe._base import LOG_PATTERN_RULE, Rules, Section
 
 
 def _check_port(rules: Rules, path: str, port: int | None) -> None:
@@ -38,7 +38,7 @@ class LogProbe(Section):
     """Ready when a line of the unit's log matches `pattern`."""
 
     pattern: str
-    """Regular expression searched for in each log line."""
+    """Regular expression (RE2 syntax, docs/recipe.md#log-patterns) searched for in each log line."""
 
 
 class FileProbe(Section):
@@ -87,11 +87,8 @@ def _probe_rules(rules: Rules, probes: dict[str, object]) -> None:
                 rules.add(f"{name}.path", f"must start with '/', got {probe.path!r}")
             if not 100 <= probe.status <= 599:
                 rules.add(f"{name}.status", f"must be an HTTP status (100-599), got {probe.status}")
-        if isinstance(probe, LogProbe):
-            try:
-                re.compile(probe.pattern)
-            except re.error as err:
-                rules.add(f"{name}.pattern", f"is not a valid regular expression: {err}")
+        if isinstance(probe, LogProbe) and (why := log_pattern_error(probe.pattern)) is not None:
+            rules.add(f"{name}.pattern", f"{LOG_PATTERN_RULE}: {why}")
 
 
 class ServiceReadiness(_ReadinessRules):

@@ -345,7 +345,14 @@ class HealthCheckConfig(Section):
     fatal_log_markers: bool = True
     """Fail a worker as soon as its log prints a line its engine names as fatal."""
     extra_fatal_log_patterns: StrSeq = ()
-    """More regular expressions that fail a worker the same way."""
+    """More regular expressions (RE2 syntax) that fail a worker the same way."""
+
+    @model_validator(mode="after")
+    def _patterns_run_in_linear_time(self) -> HealthCheckConfig:
+        rules = Rules()
+        rules.log_patterns("extra_fatal_log_patterns", self.extra_fatal_log_patterns)
+        rules.check()
+        return self
 
 
 class HostSetupConfig(Section):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -30,6 +29,7 @@ import anyio.abc
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
+from srtd.patterns import log_pattern_error
 from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
@@ -86,13 +86,12 @@ def check_plan(plan: Plan) -> None:
             elif edge.unit == unit.name:
                 problems.append(f"unit {unit.name!r} depends on itself")
         patterns = list(unit.fatal_patterns)
-        if unit.readiness is not None and isinstance(unit.readiness.probe, LogProbe):
-            patterns.append(unit.readiness.probe.pattern)
+        for gate in (unit.readiness, unit.liveness):
+            if gate is not None and isinstance(gate.probe, LogProbe):
+                patterns.append(gate.probe.pattern)
         for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                problems.append(f"unit {unit.name!r}: bad pattern {pattern!r}: {e}")
+            if (why := log_pattern_error(pattern)) is not None:
+                problems.append(f"unit {unit.name!r}: bad pattern {pattern!r}: {why}")
     if problems:
         raise PlanError(problems)
 

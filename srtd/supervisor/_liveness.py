@@ -19,13 +19,13 @@ never probes (or condemns) a unit the job has begun to stop.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from srtd.patterns import compile_log_pattern
 from srtd.supervisor._clock import Clock, within
 from srtd.supervisor._probes import ProbeResult, check, describe
 from srtd.supervisor._tail import LogLine
@@ -70,7 +70,7 @@ class LivenessWatcher:
         self.host = host
         self.generation = generation
         probe = liveness.probe
-        self.heartbeat = re.compile(probe.pattern) if isinstance(probe, LogProbe) else None
+        self.heartbeat = compile_log_pattern(probe.pattern) if isinstance(probe, LogProbe) else None
         self.last_line = clock.now()  # silence is counted from ready at the earliest
         self.beat_seen = False
 

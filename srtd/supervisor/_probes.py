@@ -13,7 +13,6 @@ through an HTTP proxy from the environment.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from srtd._json import loads_bounded
 from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Plan, Probe, TcpProbe, WorkerCountProbe
 
 if TYPE_CHECKING:
@@ -194,8 +194,8 @@ async def check(
     if isinstance(probe, HttpProbe):
         return ProbeResult(True, f"HTTP {response.status_code}")
     try:
-        document = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        document = loads_bounded(response.content)  # a frontend's body: nesting bounded
+    except ValueError:  # not JSON, not UTF-8, nested too deep
         return ProbeResult(False, f"body is not JSON: {response.text[:200]!r}", answered=True)
     return evaluate_workers(probe, document)
 

@@ -24,7 +24,6 @@ stopping a process (`_unit_stop`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
@@ -33,6 +32,7 @@ import anyio
 
 from srtd.events import FINAL_UNIT_STATES, Event, EventFacts, UnitState
 from srtd.launch import ExitStatus, Handle
+from srtd.patterns import compile_log_pattern
 from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict, ended
 from srtd.supervisor._restart import RestartTracker
 from srtd.supervisor._tail import LogLine
@@ -54,9 +54,9 @@ class UnitRunner:
         self.unit = unit
         self.name = unit.name
         self.log_path = log_path
-        self.fatal = [re.compile(p) for p in unit.fatal_patterns]
+        self.fatal = [compile_log_pattern(p) for p in unit.fatal_patterns]
         probe = unit.readiness.probe if unit.readiness is not None else None
-        self.log_ready = re.compile(probe.pattern) if isinstance(probe, LogProbe) else None
+        self.log_ready = compile_log_pattern(probe.pattern) if isinstance(probe, LogProbe) else None
         self.restarts = RestartTracker(unit.restart)
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()

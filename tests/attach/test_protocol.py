@@ -40,12 +40,20 @@ def test_requests_are_parsed_with_their_defaults() -> None:
         (b'{"cmd": "tail", "unit": "w0", "lines": true}', "lines must be an integer from 0 to 10000"),
         (b'{"cmd": "tail", "unit": "w0", "follow": 1}', "follow must be true or false"),
         (b'{"cmd": "stop", "id": [1]}', "id must be a string or an integer"),
+        (b'{"cmd": "stop", "x": NaN}', "not a JSON object"),
+        (b'{"cmd": "stop", "x": ' + b"[" * 32 + b"]" * 32 + b"}", "nested deeper than 32 levels"),
+        (b"[" * 100_000, "nested deeper than 32 levels"),
     ],
 )
 def test_bad_requests_say_what_is_wrong(line: bytes, message: str) -> None:
     with pytest.raises(BadRequest) as info:
         parse_request(line)
     assert str(info.value) == message
+
+
+def test_nesting_up_to_the_bound_is_a_request() -> None:
+    line = b'{"cmd": "stop", "x": ' + b"[0, " * 30 + b"{}" + b"]" * 30 + b"}"  # the object itself is level 1
+    assert parse_request(line).cmd == "stop"
 
 
 def test_the_runtime_directory_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

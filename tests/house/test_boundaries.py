@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_registry",
         "_lazy",
         "_early_signals",
+        "patterns",
+        "_json",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),

@@ -7,7 +7,6 @@ References: srtctl-behaviour.md §1.3 (workers), §1.4 (frontends), §5.5 (ports
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
@@ -19,8 +18,10 @@ from srtd.cli._main import cli
 from srtd.cli._submit import srtd_command
 from srtd.cluster import Cluster
 from srtd.engines import flags
+from srtd.engines._trtllm import TRTLLM_FATAL
 from srtd.errors import PlanError, RecipeError
 from srtd.launch import srun_nodelist
+from srtd.patterns import compile_log_pattern
 from srtd.plan._render import sbatch_script
 from srtd.unit import Count, HttpProbe, LogProbe, TcpProbe, WorkerCountProbe
 from tests.plan._util import HEAD, after, plan
@@ -465,7 +466,7 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
         "tensor_parallel_size: 4\nkv_cache_config:\n  dtype: fp8\n"
     )
     assert decode.fatal_patterns == (
-        r"^Rank\d+ Task exit code: (?!0$)\d+$",
+        r"^Rank\d+ Task exit code: (?:[1-9]\d*|0\d+)$",
         "Failed to initialize executor",
         "CUDA error: out of memory",
     )
@@ -475,10 +476,12 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
 
 
 def test_trtllm_fatal_pattern_matches_only_a_failing_rank() -> None:
-    pattern = re.compile(r"^Rank\d+ Task exit code: (?!0$)\d+$")
+    pattern = compile_log_pattern(TRTLLM_FATAL[0])  # as the unit's watcher runs it: RE2
     assert pattern.search("Rank12 Task exit code: 1")
     assert pattern.search("Rank0 Task exit code: 137")
+    assert pattern.search("Rank0 Task exit code: 00")
     assert not pattern.search("Rank3 Task exit code: 0")
+    assert not pattern.search("Rank3 Task exit code: 0 ")
     assert not pattern.search("Rank3 Task exit code: 01x")
 
 

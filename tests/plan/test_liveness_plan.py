@@ -143,7 +143,7 @@ frontend: {type: sglang-router}
         ("{tcp: {}, failure_threshold: 0}", "roles.agg.liveness.failure_threshold", "must be at least 1, got 0"),
         ("{log_silence_seconds: -1}", "roles.agg.liveness.log_silence_seconds", "must be positive, got -1"),
         ("{http: {path: x}}", "roles.agg.liveness.http.path", "must start with '/', got 'x'"),
-        ("{log: {pattern: '('}}", "roles.agg.liveness.log.pattern", "is not a valid regular expression"),
+        ("{log: {pattern: '('}}", "roles.agg.liveness.log.pattern", "is not a log pattern srtd can use"),
     ],
 )
 def test_bad_liveness_is_refused_with_its_path(liveness: str, path: str, message: str) -> None:

@@ -1036,7 +1036,7 @@ VALIDATION: dict[str, tuple[str, str, list[tuple[int, str, str]]]] = {
             (
                 13,
                 "services.0.readiness.log.pattern",
-                "is not a valid regular expression: missing ), unterminated subpattern at position 0",
+                "is not a log pattern srtd can use (RE2 syntax: no backreferences, no lookaround): missing ): (x",
             ),
             (13, "services.0.readiness.interval_seconds", "must be positive, got 0"),
         ],

@@ -686,7 +686,7 @@ def test_readiness_http_path_without_slash() -> None:
 
 def test_readiness_bad_log_regex() -> None:
     text = WITH_SERVICE + "    readiness:\n      log:\n        pattern: 'ready ('\n"
-    message = "is not a valid regular expression: missing ), unterminated subpattern at position 6"
+    message = "is not a log pattern srtd can use (RE2 syntax: no backreferences, no lookaround): missing ): ready ("
     assert problems(text) == [(22, 9, "services.0.readiness.log.pattern", message)]
 
 

@@ -21,6 +21,7 @@ from srtd.supervisor import JobResult, NullConsole, ScaledClock, Stop, read_jour
 from srtd.unit import (
     Count,
     Edge,
+    Liveness,
     LogProbe,
     Plan,
     Readiness,
@@ -615,6 +616,10 @@ async def test_invalid_plans_are_refused_before_anything_starts(tmp_path: Path) 
         await go(tmp_path, [fu("a", after=[edge("ghost")])])
     with pytest.raises(PlanError, match="bad pattern"):
         await go(tmp_path, [fu("a", fatal_patterns=("(",))])
+    # A heartbeat RE2 cannot run (lookahead) was not checked before: the watcher raised at run time.
+    heartbeat = Liveness(probe=LogProbe(pattern="beat(?!s)"))
+    with pytest.raises(PlanError, match=r"^unit 'a': bad pattern 'beat\(\?!s\)': invalid perl operator"):
+        await go(tmp_path, [fu("a", liveness=heartbeat)])
     with pytest.raises(PlanError, match="appears twice"):
         await go(tmp_path, [fu("a"), fu("a")])
 

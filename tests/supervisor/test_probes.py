@@ -86,7 +86,8 @@ async def test_http_probe_wants_the_status() -> None:
 
 @pytest.mark.anyio
 async def test_worker_probe_over_http() -> None:
-    bodies = iter([b"not json", b'{"instances": []}', httpx.ConnectError("refused"), DYNAMO])
+    deep = b"[" * 100_000 + b"]" * 100_000  # a RecursionError in the job's task, before
+    bodies = iter([b"not json", b'{"instances": []}', httpx.ConnectError("refused"), deep, DYNAMO])
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = next(bodies)
@@ -97,9 +98,10 @@ async def test_worker_probe_over_http() -> None:
         return httpx.Response(200, json=body)
 
     async with _client(handler) as client:
-        results = [await check(DYNAMO_PROBE, host="h", client=client) for _ in range(4)]
-    assert [r.ok for r in results] == [False, False, False, True]
+        results = [await check(DYNAMO_PROBE, host="h", client=client) for _ in range(5)]
+    assert [r.ok for r in results] == [False, False, False, False, True]
     assert results[0].detail.startswith("body is not JSON")
+    assert results[3].detail.startswith("body is not JSON: '[[[[")
     assert results[1].detail == "prefill 0/2, decode 0/2"
     assert "ConnectError" in results[2].detail
 
