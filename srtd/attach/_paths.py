@@ -100,7 +100,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     if not path.is_file():  # a FIFO there would block the read
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_bounded(path.read_text(encoding="utf-8"))  # deep nesting: a ValueError
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -148,19 +148,13 @@ def dead_message(facts: Mapping[str, Any], pid: int) -> str:
 
 
 def read_pointer(log_dir: Path) -> Path | None:
-    try:
-        data = loads_bounded((log_dir / POINTER_NAME).read_text(encoding="utf-8"))
-        return Path(data["socket"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    socket_path = (pointer_facts(log_dir) or {}).get("socket")
+    return Path(socket_path) if isinstance(socket_path, str) else None
 
 
 def pointer_job_id(log_dir: Path) -> str | None:
     """The job id `attach.json` names."""
-    try:
-        job_id = loads_bounded((log_dir / POINTER_NAME).read_text(encoding="utf-8"))["job_id"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    job_id = (pointer_facts(log_dir) or {}).get("job_id")
     return job_id if isinstance(job_id, str) else None
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import LaunchError
+from srtd.errors import EXIT_OK, LaunchError, exit_for_signal
 
 
 def _need_extra() -> None:
@@ -44,7 +44,7 @@ def _need_extra() -> None:
 @click.option(
     "--demo", is_flag=True, help="Also run a few local toy jobs reporting to it (a sweep, a failure): a populated page."
 )
-def collector(db_path: Path, host: str, port: int, as_json: bool, demo: bool) -> None:
+def collector(db_path: Path, host: str, port: int, as_json: bool, demo: bool) -> int:
     """Collect the status of jobs (srtd's and srtctl's reporters) and show them at http://HOST:PORT/.
 
     Writes need $SRTD_COLLECTOR_TOKEN as a bearer token when it is set; reads (the
@@ -77,4 +77,5 @@ def collector(db_path: Path, host: str, port: int, as_json: bool, demo: bool) ->
         async def beside(url: str) -> None:
             await fill(url, workdir, tokens.write, say)
 
-    serve(db_path, host, port, tokens, routes=ROUTES, ready=ready, beside=beside)
+    stopped_by = serve(db_path, host, port, tokens, routes=ROUTES, ready=ready, beside=beside)
+    return EXIT_OK if stopped_by is None else exit_for_signal(stopped_by)  # Ctrl-C: 130, as every command

@@ -99,8 +99,9 @@ def serve(
     routes: list[BaseRoute] | None = None,
     ready: Callable[[str], None] | None = None,
     beside: Callable[[str], Awaitable[object]] | None = None,
-) -> None:
-    """Listen until SIGINT/SIGTERM.  No access log: request lines would be noise at scale.
+) -> int | None:
+    """Listen until SIGINT/SIGTERM; the signal that stopped it.  No access log: request lines
+    would be noise at scale.
 
     `beside(url)`: a task run once the collector listens (the demo's jobs).
     """
@@ -119,6 +120,7 @@ def serve(
             ready(url)
 
     server = _Server(config, announce)
+    stopped_by: list[int] = []
     try:
         listening = _bind(host, port)
     except BaseException:
@@ -127,7 +129,7 @@ def serve(
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, server)
+            tg.start_soon(_stop_on_signal, server, stopped_by)
             if beside is not None:
 
                 async def run_beside() -> None:
@@ -143,6 +145,7 @@ def serve(
     finally:
         listening.close()
         store.close()
+    return stopped_by[0] if stopped_by else None
 
 
 def _config(app: Starlette, host: str, port: int) -> uvicorn.Config:
@@ -151,10 +154,12 @@ def _config(app: Starlette, host: str, port: int) -> uvicorn.Config:
     return uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off", **limits)
 
 
-async def _stop_on_signal(server: uvicorn.Server) -> None:
-    """SIGINT or SIGTERM: a graceful stop (open requests finish, then the beside task is cancelled)."""
+async def _stop_on_signal(server: uvicorn.Server, stopped_by: list[int]) -> None:
+    """SIGINT or SIGTERM: a graceful stop (open requests finish, then the beside task is cancelled),
+    noted in `stopped_by` so that the command exits as a stopped command does (130, 143)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
+        async for signum in signals:
+            stopped_by[:1] = [signum]
             server.should_exit = True
 
 
