@@ -31,6 +31,9 @@ def exit_for_signal(signum: int) -> int:
     return EXIT_SIGNAL_BASE + signum
 
 
+SHOWN_VARIANT = 100  # characters of a variant's name in a message
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input file, pinned to where it is."""
@@ -53,7 +56,9 @@ class Problem:
     def __str__(self) -> str:
         where = self.location()
         if self.variant:
-            where += f" [{self.variant}]"
+            # a sweep names its recipes by their values, which may be long strings
+            shown = self.variant if len(self.variant) <= SHOWN_VARIANT else self.variant[: SHOWN_VARIANT - 3] + "..."
+            where += f" [{shown}]"
         if self.path:
             return printable(f"{where} {self.path}: {self.message}")
         return printable(f"{where}: {self.message}")

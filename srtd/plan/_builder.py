@@ -20,7 +20,7 @@ from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phas
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
 from srtd.plan._postprocess import postprocess_units
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
-from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
+from srtd.recipe import MAX_JOB_NODES, LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
     EffectiveService,
     effective_services,
@@ -95,13 +95,18 @@ def _needs(recipe: Recipe, services: list[EffectiveService], frontend: Frontend,
         dedicated.add("frontend")
     if recipe.benchmark.placement.node == "dedicated" and benchmark_row(recipe.benchmark.type).runs:
         dedicated.add("client")
-    return NodeNeeds(
+    needs = NodeNeeds(
         roles=roles,
         pools=pools,
         dedicated=frozenset(dedicated),
         colocate_dedicated=recipe.benchmark.colocate_with_frontend,
         colocated_decode="decode" in recipe.roles and recipe.roles["decode"].colocated,
     )
+    if needs.total > MAX_JOB_NODES:  # before any node is named: 10**12 of them fill the memory
+        biggest = max(roles, key=lambda role: roles[role], default=None)
+        message = f"the recipe needs {needs.total} nodes ({needs.breakdown()}), more than {MAX_JOB_NODES}"
+        raise PlanError(Problem(message, path=f"roles.{biggest}" if biggest else "services"))
+    return needs
 
 
 def _log_dir(recipe: Recipe, cluster: Cluster, job_id: str, given: str | None) -> str:

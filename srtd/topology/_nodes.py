@@ -41,6 +41,10 @@ class NodeNeeds:
     def engine(self) -> int:
         return sum(self.roles.values())
 
+    def breakdown(self) -> str:
+        """`agg 2, pool etcd 1, dedicated 1`: where the total comes from."""
+        return _breakdown(self)
+
     @property
     def total(self) -> int:
         # A job with neither roles nor pools still has a head node for its services.
@@ -119,7 +123,7 @@ def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
     if len(set(nodes)) != len(nodes):
         raise PlanError("the node list names a node twice")
     if len(nodes) < needs.total:
-        raise PlanError(f"the recipe needs {needs.total} nodes ({_breakdown(needs)}), allocation has {len(nodes)}")
+        raise PlanError(f"the recipe needs {needs.total} nodes ({needs.breakdown()}), allocation has {len(nodes)}")
     all_nodes = tuple(nodes)
     reserved: dict[str, str] = {}
     if needs.dedicated and needs.colocate_dedicated:
