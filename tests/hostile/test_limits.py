@@ -138,3 +138,41 @@ def test_a_lone_surrogate_is_a_recipe_error_at_its_place(tmp_path: Path, before:
 )
 def test_repeated_sweep_points_and_variants_are_refused(tmp_path: Path, text: str, message: str) -> None:
     assert refused(tmp_path, text) == message
+
+
+def sweep(points: int, text: str = BASE) -> str:
+    return text.replace("name: t\n", f"name: t\nsweep:\n  a: [{', '.join(str(i) for i in range(points))}]\n")
+
+
+def test_one_mistake_in_every_recipe_of_a_sweep_is_said_once_with_a_count(tmp_path: Path) -> None:
+    recipe = write(tmp_path, sweep(100, BASE.replace("nodes: 1", "nodes: -1")))
+    for args in (("validate", recipe), ("plan", recipe, "--all")):
+        result = srtd(*args)
+        assert result.code == 2
+        assert result.stderr.removeprefix("srtd: ") == (
+            f"{recipe}:14:5 [a=0 and 99 more recipes] roles.agg.nodes: must be 0 or more, got -1\n"
+        )
+
+
+def test_one_warning_of_every_recipe_of_a_sweep_is_said_once_with_a_count(tmp_path: Path) -> None:
+    recipe = write(tmp_path, sweep(100))
+    for args in (("validate", recipe), ("plan", recipe, "--all")):
+        result = srtd(*args)
+        assert result.code == 0
+        assert result.stderr.splitlines() == [
+            f"{recipe} [a=0 and 99 more recipes]: warning: service 'process-exporter' is left out: no binary: "
+            "set `binaries.process-exporter` in the cluster settings or `options.binary`"
+        ]
+
+
+def test_one_port_clash_on_every_node_is_said_once_with_a_count(tmp_path: Path) -> None:
+    text = BASE.replace("nodes: 1", "nodes: 64").replace("workers: 1", "workers: 64")
+    text += "services:\n  - name: x\n    command: [sleep, '1']\n"
+    text += "    placement: {node: all}\n    readiness: {port: 9101}\n"
+    recipe = write(tmp_path, text)
+    result = srtd("plan", recipe)
+    assert (result.code, result.stderr) == (
+        2,
+        f"srtd: {recipe}:21:17 services.0.readiness.port: port 9101 on node1: both service_node-exporter_node1 "
+        "and service_x_node1 listen on it (and 63 more like it)\n",
+    )
