@@ -121,7 +121,8 @@ def synthesize(count: int) -> tuple[str, ...]:
 def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
     nodes = list(allocation) if allocation is not None else list(synthesize(needs.total))
     if len(set(nodes)) != len(nodes):
-        raise PlanError("the node list names a node twice")
+        twice = next(node for i, node in enumerate(nodes) if node in nodes[:i])
+        raise PlanError(f"the node list names {twice} twice")
     if len(nodes) < needs.total:
         raise PlanError(f"the recipe needs {needs.total} nodes ({needs.breakdown()}), allocation has {len(nodes)}")
     all_nodes = tuple(nodes)

@@ -176,3 +176,30 @@ def test_one_port_clash_on_every_node_is_said_once_with_a_count(tmp_path: Path) 
         f"srtd: {recipe}:21:17 services.0.readiness.port: port 9101 on node1: both service_node-exporter_node1 "
         "and service_x_node1 listen on it (and 63 more like it)\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "number", "name"),
+    [
+        ("a b", 1, "a b"),
+        ("n1,$(reboot)", 2, "$(reboot)"),
+        ("n1,n2,-x", 3, "-x"),
+        ("a..b", 1, "a..b"),
+        ("x" * 64, 1, "x" * 64),
+    ],
+)
+def test_a_node_list_entry_that_is_not_a_host_name_is_refused(
+    tmp_path: Path, nodes: str, number: int, name: str
+) -> None:
+    recipe = write(tmp_path, BASE)
+    expected = f"node {number} of the list, {name!r}, is not a host name (labels of letters, digits, `-` and `_`, "
+    expected += "joined by `.`)"
+    result = srtd("plan", recipe, "--nodes", nodes)
+    assert (result.code, result.stderr) == (2, f"srtd: --nodes: {expected}\n")
+    result = srtd("plan", recipe, env={"SLURM_JOB_NODELIST": nodes})
+    assert (result.code, result.stderr) == (2, f"srtd: SLURM_JOB_NODELIST: {expected}\n")
+
+
+@pytest.mark.parametrize("nodes", ["node_01", "gpu-[01-02].cluster.local", "A1,b2", "x" * 63])
+def test_slurm_node_names_are_accepted(tmp_path: Path, nodes: str) -> None:
+    assert srtd("plan", write(tmp_path, BASE), "--nodes", nodes).code == 0
