@@ -20,7 +20,8 @@ import click
 
 from srtd.attach import srtd_command
 from srtd.cli._main import cli
-from srtd.errors import EXIT_OK, LaunchError, UsageError
+from srtd.cli._verdict import located_plan
+from srtd.errors import EXIT_OK, LaunchError, PlanError, RecipeError, UsageError
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -64,9 +65,9 @@ class Submission:
 
 
 def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) -> Submission:
-    from srtd.plan import build_plan, sbatch_script
+    from srtd.plan import sbatch_script
 
-    plan = build_plan(loaded, cluster, job_id=JOB_SLOT)
+    plan = located_plan(loaded, cluster, job_id=JOB_SLOT)  # a refusal points at its recipe line, as plan's do
     log_dir = str(Path(plan.log_dir).resolve())
     in_job_dir = log_dir.replace(JOB_SLOT, "${SLURM_JOB_ID}")
     args = [f"{in_job_dir}/{FROZEN_RECIPE}"]
@@ -74,7 +75,10 @@ def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) 
         args += ["--variant", loaded.variant]
     if cluster_file is not None:
         args += ["--cluster-config", f"{in_job_dir}/{FROZEN_CLUSTER}"]
-    script = sbatch_script(plan, args, srtd=srtd_command())
+    try:
+        script = sbatch_script(plan, args, srtd=srtd_command())
+    except PlanError as err:
+        raise RecipeError([loaded.locate(problem) for problem in err.problems]) from None
     return Submission(loaded, plan, log_dir, script)
 
 

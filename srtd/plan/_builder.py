@@ -64,6 +64,14 @@ def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
     return [loaded.problem(message, path) for path, message in found]
 
 
+def _with_gpn_origin(problem: Problem, ctx: PlanContext) -> Problem:
+    """A fit problem says where the GPUs per node came from when the cluster settings gave them."""
+    origin = ctx.cluster.origin("gpus_per_node")
+    if "gpus_per_node" in ctx.recipe.resources.model_fields_set or origin is None:
+        return problem
+    return replace(problem, message=f"{problem.message} (gpus_per_node {ctx.gpus_per_node} is set at {origin})")
+
+
 def gpus_per_node(recipe: Recipe, cluster: Cluster) -> int:
     if "gpus_per_node" in recipe.resources.model_fields_set:
         return recipe.resources.gpus_per_node
@@ -352,9 +360,12 @@ def _place_workers(ctx: PlanContext, rows: dict[str, Engine], mode: WorkerMode) 
         colocated = role == "decode" and recipe.roles[role].colocated
         nodes = ctx.nodes.roles[role]
         start = cursor if colocated else None
-        endpoints, end = place_role(
-            role, workers, gpus, nodes, ctx.gpus_per_node, spread=recipe.resources.spread_workers, cursor=start
-        )
+        try:
+            endpoints, end = place_role(
+                role, workers, gpus, nodes, ctx.gpus_per_node, spread=recipe.resources.spread_workers, cursor=start
+            )
+        except PlanError as err:
+            raise PlanError([_with_gpn_origin(p, ctx) for p in err.problems]) from None
         if role == "prefill":
             cursor = end
         ctx.endpoints[role] = endpoints

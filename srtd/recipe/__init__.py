@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import MAX_JOB_NODES, MAX_WORKERS, RULES_ERROR, Section, SlurmTime, attribute_docs
+from srtd.recipe._base import MAX_JOB_NODES, MAX_WORKERS, RULES_ERROR, Rules, Section, SlurmTime, attribute_docs
 from srtd.recipe._engines import (
     ENGINE_MODELS,
     ENGINE_NAMES,
@@ -102,6 +102,7 @@ __all__ = [
     "ReportingStatusConfig",
     "RestartPolicy",
     "RoleConfig",
+    "Rules",
     "SGLangEngine",
     "Section",
     "ServiceConfig",
