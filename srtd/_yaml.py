@@ -167,14 +167,15 @@ def parse_text(text: str, file: str) -> tuple[Any, Positions]:
     except RecursionError:
         raise RecipeError([_too_deep(text, file)]) from None
     except _OverBudget as over:
-        raise RecipeError([positions.problem(str(over), over.path)]) from None
+        raise RecipeError([positions.problem(str(over), over.path, prefer_key=over.key)]) from None
     return data, positions
 
 
 class _OverBudget(Exception):
-    def __init__(self, message: str, path: PathKey) -> None:
+    def __init__(self, message: str, path: PathKey, key: bool = False) -> None:
         super().__init__(message)
         self.path = path
+        self.key = key
 
 
 @dataclass
@@ -184,14 +185,14 @@ class _Budget:
     nodes: int = 0
     text: int = 0
 
-    def spend(self, node: Any, path: PathKey) -> None:
+    def spend(self, node: Any, path: PathKey, *, key: bool = False) -> None:
         self.nodes += 1
         if isinstance(node, str):
             self.text += len(node)
             if "\x00" in node:
-                raise _OverBudget("a NUL character; no argument, environment value or path can hold one", path)
+                raise _OverBudget("a NUL character; no argument, environment value or path can hold one", path, key)
             if not node.isascii():
-                _check_encodable(node, path)
+                _check_encodable(node, path, key)
         if self.nodes > MAX_NODES:
             raise _OverBudget(
                 f"the document expands to more than {MAX_NODES} values (YAML aliases copy what they name)", path
@@ -210,14 +211,15 @@ def nested_too_deep(text: str, file: str) -> Problem | None:
     return Problem(message, file=file, line=line, column=column)
 
 
-def _check_encodable(text: str, path: PathKey) -> None:
+def _check_encodable(text: str, path: PathKey, key: bool) -> None:
     # A YAML escape can write half of a UTF-16 pair ("\\ud800"), which no file, argv or
     # journal can hold: refused here, where the line is known.
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         char = f"U+{ord(text[err.start]):04X}"
-        raise _OverBudget(f"holds {char}, half of a UTF-16 surrogate pair, which is not a character", path) from None
+        message = f"holds {char}, half of a UTF-16 surrogate pair, which is not a character"
+        raise _OverBudget(message, path, key) from None
 
 
 def _too_deep(text: str, file: str) -> Problem:
@@ -297,12 +299,12 @@ def _plain(node: Any, path: PathKey, positions: Positions, budget: _Budget) -> A
             name = _scalar(key)
             if not isinstance(name, str):
                 name = str(name)
-            budget.spend(name, path)
             child = (*path, name)
             kpos = _pos(_safe(node.lc.key, key))
             vpos = _pos(_safe(node.lc.value, key))
             if kpos:
                 positions.keys[child] = kpos
+            budget.spend(name, child, key=True)  # a bad key is reported at the key
             # An empty value has no position of its own (ruamel reports the next
             # token's); the key is where the problem is.
             if vpos and node[key] is not None:

@@ -99,7 +99,14 @@ def _short(variant: str) -> str:
     return variant if len(variant) <= SHOWN_VARIANT else variant[: SHOWN_VARIANT - 3] + "..."
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\t"): "\\t"}
+# C0 and C1 controls, and the line and paragraph separators: each ends a line for someone
+# (str.splitlines ends one at U+0085, U+2028 and U+2029 too).
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {
+    ord("\n"): "\\n",
+    ord("\t"): "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 
 
 def printable(text: str) -> str:
