@@ -31,6 +31,7 @@ VALID = {
     "SRTD_LOG_LAYOUT": "flat",
     "SRTD_LOG_WATCH": "poll",
     "SRTD_REGEN_GOLDEN": "1",
+    "SRTD_REPORTING": '{"status": {"endpoint": "http://collector:8080"}}',
     "SRTD_REPORTING__STATUS__ENDPOINT": "http://collector:8080",
     "SRTD_REPORTING__STATUS__TOKEN_ENV": "MY_TOKEN",
     "SRTD_RUNTIME_DIR": "/tmp/srtd-runtime",
