@@ -46,6 +46,7 @@ RUNTIME_ENV = frozenset(
     }
 )
 RESERVED_PREFIX = "SRTD_TEST_"
+SHOWN_INPUT = 100  # characters of a refused value shown in its error
 FILE_NAME = "srtslurm.yaml"
 
 
@@ -278,10 +279,16 @@ def _describe(err: ValidationError, positions: Positions, path: Path | None) -> 
                 lines.setdefault(((*loc, *sub), True), []).append(text)
             continue
         message = detail["msg"][:1].lower() + detail["msg"][1:]
-        lines.setdefault((loc, False), []).append(f"{message}, got {detail.get('input')!r}")
+        lines.setdefault((loc, False), []).append(f"{message}, got {_shown(detail.get('input'))}")
     return "\n".join(
         _locate(" or ".join(dict.fromkeys(said)), loc, positions, path, key=key) for (loc, key), said in lines.items()
     )
+
+
+def _shown(value: Any) -> str:
+    # a variable may hold megabytes; the line says enough to recognise it
+    text = repr(value)
+    return text if len(text) <= SHOWN_INPUT else f"{text[: SHOWN_INPUT - 3]}... ({len(text)} characters)"
 
 
 def _fields(loc: tuple[Any, ...]) -> tuple[Any, ...]:

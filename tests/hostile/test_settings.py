@@ -69,6 +69,7 @@ def test_every_documented_srtd_variable_is_accepted_with_a_valid_value(tmp_path:
         ("SRTD_PORT_OFFSET", "-1", "SRTD_PORT_OFFSET: input should be greater than or equal to 0, got '-1' or "),
         ("SRTD_DEFAULT_SBATCH_DIRECTIVES", '{"x": "a\\nb"}', "SRTD_DEFAULT_SBATCH_DIRECTIVES: x: must be one line"),
         ("SRTD_VISIBLE_DEVICES_ENV", "1 X", "SRTD_VISIBLE_DEVICES_ENV: not an environment variable name, got '1 X'"),
+        ("SRTD_GPUS_PER_NODE", "9" * 5000, "SRTD_GPUS_PER_NODE: unable to parse input string as an integer"),
     ],
 )
 def test_a_variable_error_names_the_variable_not_a_pydantic_path(
@@ -77,6 +78,7 @@ def test_a_variable_error_names_the_variable_not_a_pydantic_path(
     result = srtd("validate", write(tmp_path, BASE), env={variable: value})
     assert result.code == 2
     assert one_line(result.stderr).startswith(f"srtd: {message}")
+    assert len(result.stderr) < 400  # a long value is shown in part
 
 
 @pytest.mark.parametrize(
