@@ -19,10 +19,11 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
+from srtd._yaml_depth import deepest
 from srtd.errors import Problem, RecipeError
 
 PathKey = tuple[str | int, ...]
@@ -32,6 +33,13 @@ PathKey = tuple[str | int, ...]
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: the largest real recipe is under 10 KiB
 MAX_NODES = 100_000  # scalars, lists and mappings after alias expansion
 MAX_TEXT = 8 << 20  # characters of all strings after alias expansion
+# Nesting of mappings and lists.  The deepest real recipe is 6 levels (a role's engine
+# flags holding a JSON-like mapping); ruamel's scanner takes 13 s on 2000 nested `[`,
+# so the depth is measured on the text before ruamel reads it.
+MAX_DEPTH = 64
+# Digits of an integer.  No count, port or size needs more than 20 (2**64); Python
+# refuses to read an integer of more than 4300, and a long one costs quadratic time.
+MAX_DIGITS = 100
 
 
 @dataclass
@@ -80,8 +88,25 @@ def dotted(path: PathKey) -> str:
     return ".".join(str(p) for p in path)
 
 
+class _BoundedConstructor(RoundTripConstructor):
+    """ruamel's round-trip constructor, refusing an integer too long to be a number of anything."""
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_DIGITS:
+            raise ConstructorError(
+                problem=f"an integer of {digits} digits, more than {MAX_DIGITS} (quote it if it is text)",
+                problem_mark=node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
+
+_BoundedConstructor.add_constructor("tag:yaml.org,2002:int", _BoundedConstructor.construct_yaml_int)
+
+
 def _yaml() -> YAML:
     yaml = YAML(typ="rt")
+    yaml.Constructor = _BoundedConstructor
     yaml.allow_duplicate_keys = False
     return yaml
 
@@ -121,6 +146,9 @@ def parse_text(text: str, file: str) -> tuple[Any, Positions]:
 
     Raises `RecipeError` with one problem for anything YAML itself refuses.
     """
+    too_deep = nested_too_deep(text, file)  # before ruamel, whose scanner is slow on deep nesting
+    if too_deep is not None:
+        raise RecipeError([too_deep])
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as err:
@@ -139,14 +167,15 @@ def parse_text(text: str, file: str) -> tuple[Any, Positions]:
     except RecursionError:
         raise RecipeError([_too_deep(text, file)]) from None
     except _OverBudget as over:
-        raise RecipeError([positions.problem(str(over), over.path)]) from None
+        raise RecipeError([positions.problem(str(over), over.path, prefer_key=over.key)]) from None
     return data, positions
 
 
 class _OverBudget(Exception):
-    def __init__(self, message: str, path: PathKey) -> None:
+    def __init__(self, message: str, path: PathKey, key: bool = False) -> None:
         super().__init__(message)
         self.path = path
+        self.key = key
 
 
 @dataclass
@@ -156,18 +185,41 @@ class _Budget:
     nodes: int = 0
     text: int = 0
 
-    def spend(self, node: Any, path: PathKey) -> None:
+    def spend(self, node: Any, path: PathKey, *, key: bool = False) -> None:
         self.nodes += 1
         if isinstance(node, str):
             self.text += len(node)
             if "\x00" in node:
-                raise _OverBudget("a NUL character; no argument, environment value or path can hold one", path)
+                raise _OverBudget("a NUL character; no argument, environment value or path can hold one", path, key)
+            if not node.isascii():
+                _check_encodable(node, path, key)
         if self.nodes > MAX_NODES:
             raise _OverBudget(
                 f"the document expands to more than {MAX_NODES} values (YAML aliases copy what they name)", path
             )
         if self.text > MAX_TEXT:
             raise _OverBudget(f"the document's strings expand to more than {MAX_TEXT} characters", path)
+
+
+def nested_too_deep(text: str, file: str) -> Problem | None:
+    """A problem at the first place the text nests deeper than `MAX_DEPTH`, else None."""
+    found = deepest(text, MAX_DEPTH)
+    if found is None:
+        return None
+    depth, line, column = found
+    message = f"invalid YAML: nested {depth} levels deep here, more than {MAX_DEPTH}"
+    return Problem(message, file=file, line=line, column=column)
+
+
+def _check_encodable(text: str, path: PathKey, key: bool) -> None:
+    # A YAML escape can write half of a UTF-16 pair ("\\ud800"), which no file, argv or
+    # journal can hold: refused here, where the line is known.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        char = f"U+{ord(text[err.start]):04X}"
+        message = f"holds {char}, half of a UTF-16 surrogate pair, which is not a character"
+        raise _OverBudget(message, path, key) from None
 
 
 def _too_deep(text: str, file: str) -> Problem:
@@ -247,12 +299,12 @@ def _plain(node: Any, path: PathKey, positions: Positions, budget: _Budget) -> A
             name = _scalar(key)
             if not isinstance(name, str):
                 name = str(name)
-            budget.spend(name, path)
             child = (*path, name)
             kpos = _pos(_safe(node.lc.key, key))
             vpos = _pos(_safe(node.lc.value, key))
             if kpos:
                 positions.keys[child] = kpos
+            budget.spend(name, child, key=True)  # a bad key is reported at the key
             # An empty value has no position of its own (ruamel reports the next
             # token's); the key is where the problem is.
             if vpos and node[key] is not None:

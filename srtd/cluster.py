@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
 from srtd.layout import DEFAULT_LAYOUT, LogLayout
-from srtd.recipe import RULES_ERROR, HostSetupConfig, ReportingConfig, SlurmTime, SrunOptions
+from srtd.recipe import RULES_ERROR, HostSetupConfig, ReportingConfig, Rules, SlurmTime, SrunOptions
 
 CONFIG_ENV = "SRTD_CLUSTER_CONFIG"
 # SRTD_* variables that are not settings: srtd sets them in every unit's
@@ -38,9 +38,15 @@ RUNTIME_ENV = frozenset(
         "SRTD_REGEN_GOLDEN",
         "SRTD_RUNTIME_DIR",  # where attach sockets live (docs/attach.md)
         "SRTD_ATTACH_QUEUE",  # per-client queue of the attach server
+        # read by their own parts of srtd, documented where those are
+        "SRTD_LOG_WATCH",  # how units' logs are watched (docs/supervisor.md)
+        "SRTD_COLLECTOR_TOKEN",  # the collector's write token (docs/collector.md)
+        "SRTD_COLLECTOR_READ_TOKEN",  # the collector's read token (docs/collector.md)
+        "SRTD_DYNAMO_STACK",  # the Dynamo test stack's directory (docs/dynamo-local.md)
     }
 )
 RESERVED_PREFIX = "SRTD_TEST_"
+SHOWN_INPUT = 100  # characters of a refused value shown in its error
 FILE_NAME = "srtslurm.yaml"
 
 
@@ -123,6 +129,32 @@ class Cluster(BaseSettings):
     default_host_setup: HostSetupConfig | None = None
     """Host hooks of every job (`host_setup`, as in a recipe); a recipe that writes `host_setup` replaces them."""
 
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def origin(self, name: str) -> str | None:
+        """Where setting `name` was given (`srtslurm.yaml:3:16`, `SRTD_GPUS_PER_NODE`), None for its default."""
+        return self._origins.get(name)
+
+    @model_validator(mode="after")
+    def _one_line_values(self) -> Cluster:
+        # Values that become #SBATCH lines, srun options or a variable's name: refused here,
+        # at their line, rather than later where the recipe being planned would be blamed.
+        rules = Rules()
+        for name in ("cluster", "default_account", "default_partition", "default_gpu_type"):
+            value = getattr(self, name)
+            if value is not None and _multiline(value):
+                rules.add(name, f"must be one line, got {value!r}")
+        for name in ("default_sbatch_directives", "default_srun_options"):
+            for key, value in getattr(self, name).items():
+                if not _OPTION.fullmatch(key):
+                    rules.add(f"{name}.{key}", "not an option name (letters, digits and `-`)")
+                elif _multiline(value):
+                    rules.add(f"{name}.{key}", f"must be one line, got {value!r}")
+        if not _VARIABLE.fullmatch(self.visible_devices_env):
+            rules.add("visible_devices_env", f"not an environment variable name, got {self.visible_devices_env!r}")
+        rules.check()
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -134,6 +166,14 @@ class Cluster(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment wins over the file, which arrives as init arguments.
         return (env_settings, init_settings)
+
+
+_OPTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _multiline(value: str) -> bool:
+    return "\n" in value or "\r" in value
 
 
 def find_cluster_file(explicit: str | Path | None = None) -> Path | None:
@@ -167,11 +207,19 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
         _check_keys(data, positions)
     _check_env(os.environ)
     try:
-        return Cluster(**data), path
+        cluster = Cluster(**data)
     except ValidationError as err:
         raise ClusterConfigError(_describe(err, positions, path)) from None
     except SettingsError as err:  # an SRTD_* variable that is not the JSON its field needs
         raise ClusterConfigError(_settings_error(err)) from None
+    for name in Cluster.model_fields:
+        variable = f"SRTD_{name.upper()}"
+        if variable in os.environ or any(v.startswith(variable + "__") for v in os.environ):
+            cluster._origins[name] = variable
+        elif name in data:
+            where = positions.locate((name,))
+            cluster._origins[name] = f"{path}:{where[0]}:{where[1]}" if where else str(path)
+    return cluster, path
 
 
 def _settings_error(err: SettingsError) -> str:
@@ -221,26 +269,43 @@ def _nested(variable: str) -> bool:
 
 
 def _describe(err: ValidationError, positions: Positions, path: Path | None) -> str:
-    lines = []
+    # (place, a rule's?) -> what is wrong there: a union's members each say why, on one line
+    lines: dict[tuple[tuple[Any, ...], bool], list[str]] = {}
     for detail in err.errors(include_url=False):
-        loc = tuple(detail["loc"])
-        if detail["type"] == RULES_ERROR:  # a section's own rules: one line per broken rule
+        loc = _fields(tuple(detail["loc"]))
+        if detail["type"] == RULES_ERROR:  # a section's own rules: one line per broken rule, at its key
             for rel, text in (detail.get("ctx") or {}).get("problems", []):
                 sub = tuple(int(p) if p.isdigit() else p for p in str(rel).split(".") if p)
-                lines.append(_locate(f"{text}", (*loc, *sub), positions, path))
+                lines.setdefault(((*loc, *sub), True), []).append(text)
             continue
         message = detail["msg"][:1].lower() + detail["msg"][1:]
-        from_env = bool(loc) and f"SRTD_{str(loc[0]).upper()}" in os.environ
-        if path is not None and not from_env and loc and loc[0] in Cluster.model_fields and positions.locate(loc):
-            lines.append(str(positions.problem(f"{message}, got {detail.get('input')!r}", loc)))
-        else:
-            name = ".".join(str(p) for p in loc)
-            lines.append(f"SRTD_{name.upper()}: {message}, got {detail.get('input')!r}")
-    return "\n".join(lines)
+        lines.setdefault((loc, False), []).append(f"{message}, got {_shown(detail.get('input'))}")
+    return "\n".join(
+        _locate(" or ".join(dict.fromkeys(said)), loc, positions, path, key=key) for (loc, key), said in lines.items()
+    )
 
 
-def _locate(message: str, loc: tuple[Any, ...], positions: Positions, path: Path | None) -> str:
-    variable = "SRTD_" + "__".join(str(p).upper() for p in loc)
-    if path is not None and variable not in os.environ and positions.locate(loc):
-        return str(positions.problem(message, loc, prefer_key=True))
-    return f"{variable}: {message}"
+def _shown(value: Any) -> str:
+    # a variable may hold megabytes; the line says enough to recognise it
+    text = repr(value)
+    return text if len(text) <= SHOWN_INPUT else f"{text[: SHOWN_INPUT - 3]}... ({len(text)} characters)"
+
+
+def _fields(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # pydantic names a union's members in the path (`constrained-int`, `literal['auto']`): not a key
+    return tuple(p for p in loc if isinstance(p, int) or re.fullmatch(r"[A-Za-z0-9_]+", str(p)))
+
+
+def _locate(message: str, loc: tuple[Any, ...], positions: Positions, path: Path | None, *, key: bool) -> str:
+    """`srtslurm.yaml:3:5 key.sub: why` for a value of the file, `SRTD_KEY: sub: why` for a variable's."""
+    variable = next((v for v in _variables(loc) if v in os.environ), None)
+    if variable is None and path is not None and positions.locate(loc):
+        return str(positions.problem(message, loc, prefer_key=key))
+    variable = variable or _variables(loc)[0]
+    inner = loc[len(variable.removeprefix("SRTD_").split("__")) :]
+    return f"{variable}: {'.'.join(map(str, inner))}: {message}" if inner else f"{variable}: {message}"
+
+
+def _variables(loc: tuple[Any, ...]) -> list[str]:
+    """The variables that may have set the value at `loc`, the most nested first."""
+    return ["SRTD_" + "__".join(str(p).upper() for p in loc[:n]) for n in range(len(loc), 0, -1)] or ["SRTD_"]

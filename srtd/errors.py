@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Exit codes: documented in docs/exit-codes.md, and nowhere else decided.
 EXIT_OK = 0
@@ -31,6 +31,9 @@ def exit_for_signal(signum: int) -> int:
     return EXIT_SIGNAL_BASE + signum
 
 
+SHOWN_VARIANT = 100  # characters of a variant's name in a message
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input file, pinned to where it is."""
@@ -41,6 +44,7 @@ class Problem:
     line: int | None = None  # 1-based
     column: int | None = None  # 1-based
     variant: str | None = None  # override variant or sweep combination
+    more: int = 0  # further variants with this same problem (`grouped`)
 
     def location(self) -> str:
         parts = [self.file or "<recipe>"]
@@ -53,7 +57,8 @@ class Problem:
     def __str__(self) -> str:
         where = self.location()
         if self.variant:
-            where += f" [{self.variant}]"
+            more = f" and {self.more} more recipes" if self.more else ""
+            where += f" [{_short(self.variant)}{more}]"
         if self.path:
             return printable(f"{where} {self.path}: {self.message}")
         return printable(f"{where}: {self.message}")
@@ -69,7 +74,39 @@ class Problem:
         }
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\t"): "\\t"}
+def grouped(problems: Iterable[Problem]) -> list[Problem]:
+    """One problem per place and message: the same mistake in every recipe of a sweep is said once.
+
+    The first recipe's name stands for the others, with their count: 1024 recipes of
+    a sweep that share a broken base print one line, not 1024.
+    """
+    groups: dict[tuple[object, ...], list[Problem]] = {}
+    for problem in problems:
+        key = (problem.file, problem.line, problem.column, problem.path, problem.message)
+        groups.setdefault(key, []).append(problem)
+    out = []
+    for same in groups.values():
+        first = same[0]
+        variants = list(dict.fromkeys(p.variant for p in same))
+        if len(variants) > 1 and first.variant is not None:
+            first = replace(first, more=len(variants) - 1)
+        out.append(first)
+    return out
+
+
+def _short(variant: str) -> str:
+    # a sweep names its recipes by their values, which may be long strings
+    return variant if len(variant) <= SHOWN_VARIANT else variant[: SHOWN_VARIANT - 3] + "..."
+
+
+# C0 and C1 controls, and the line and paragraph separators: each ends a line for someone
+# (str.splitlines ends one at U+0085, U+2028 and U+2029 too).
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {
+    ord("\n"): "\\n",
+    ord("\t"): "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 
 
 def printable(text: str) -> str:
@@ -90,7 +127,7 @@ class RecipeError(InputError):
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        super().__init__("\n".join(str(p) for p in grouped(self.problems)))
 
     @classmethod
     def single(cls, message: str, **where: object) -> RecipeError:

@@ -77,8 +77,8 @@ def _plans(inputs: Inputs) -> list[Plan]:
         )
         for loaded in inputs.recipes
     ]
-    for p, loaded in zip(plans, inputs.recipes, strict=True):
-        echo_warnings(plan_warnings(loaded, p))
+    # one warning for the whole sweep, not one per recipe
+    echo_warnings([w for p, loaded in zip(plans, inputs.recipes, strict=True) for w in plan_warnings(loaded, p)])
     return [with_srun_lines(p) for p in plans]
 
 

@@ -8,7 +8,7 @@ import click
 
 from srtd.cli._main import cli
 from srtd.cli._verdict import echo_warnings, verdict
-from srtd.errors import EXIT_INPUT, EXIT_OK, Problem, RecipeError
+from srtd.errors import EXIT_INPUT, EXIT_OK, Problem, RecipeError, grouped
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -66,7 +66,7 @@ def validate(recipes: tuple[Path, ...], cluster_config: Path | None, as_json: bo
         for r in report:
             echo_warnings(r["warnings"])
             if r["problems"]:
-                for problem in r["problems"]:
+                for problem in grouped(r["problems"]):
                     click.echo(str(problem), err=True)
             else:
                 n = r["recipes"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from srtd.errors import InputError, PlanError, Problem, RecipeError
+from srtd.errors import InputError, PlanError, Problem, RecipeError, grouped
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -60,5 +60,5 @@ def plan_warnings(loaded: LoadedRecipe, plan: Plan) -> list[Problem]:
 
 def echo_warnings(warnings: list[Problem]) -> None:
     """Warnings go to stderr, one line each, the same from every command."""
-    for warning in warnings:
+    for warning in grouped(warnings):
         click.echo(str(warning), err=True)

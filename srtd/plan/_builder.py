@@ -21,7 +21,7 @@ from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phas
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
 from srtd.plan._postprocess import postprocess_units
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
-from srtd.recipe import LoadedRecipe, Recipe, ServiceConfig
+from srtd.recipe import MAX_JOB_NODES, LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
     EffectiveService,
     effective_services,
@@ -64,6 +64,14 @@ def check_recipe(loaded: LoadedRecipe) -> list[Problem]:
     return [loaded.problem(message, path) for path, message in found]
 
 
+def _with_gpn_origin(problem: Problem, ctx: PlanContext) -> Problem:
+    """A fit problem says where the GPUs per node came from when the cluster settings gave them."""
+    origin = ctx.cluster.origin("gpus_per_node")
+    if "gpus_per_node" in ctx.recipe.resources.model_fields_set or origin is None:
+        return problem
+    return replace(problem, message=f"{problem.message} (gpus_per_node {ctx.gpus_per_node} is set at {origin})")
+
+
 def gpus_per_node(recipe: Recipe, cluster: Cluster) -> int:
     if "gpus_per_node" in recipe.resources.model_fields_set:
         return recipe.resources.gpus_per_node
@@ -95,13 +103,18 @@ def _needs(recipe: Recipe, services: list[EffectiveService], frontend: Frontend,
         dedicated.add("frontend")
     if recipe.benchmark.placement.node == "dedicated" and benchmark_row(recipe.benchmark.type).runs:
         dedicated.add("client")
-    return NodeNeeds(
+    needs = NodeNeeds(
         roles=roles,
         pools=pools,
         dedicated=frozenset(dedicated),
         colocate_dedicated=recipe.benchmark.colocate_with_frontend,
         colocated_decode="decode" in recipe.roles and recipe.roles["decode"].colocated,
     )
+    if needs.total > MAX_JOB_NODES:  # before any node is named: 10**12 of them fill the memory
+        biggest = max(roles, key=lambda role: roles[role], default=None)
+        message = f"the recipe needs {needs.total} nodes ({needs.breakdown()}), more than {MAX_JOB_NODES}"
+        raise PlanError(Problem(message, path=f"roles.{biggest}" if biggest else "services"))
+    return needs
 
 
 def _log_dir(recipe: Recipe, cluster: Cluster, job_id: str, given: str | None) -> str:
@@ -347,9 +360,12 @@ def _place_workers(ctx: PlanContext, rows: dict[str, Engine], mode: WorkerMode) 
         colocated = role == "decode" and recipe.roles[role].colocated
         nodes = ctx.nodes.roles[role]
         start = cursor if colocated else None
-        endpoints, end = place_role(
-            role, workers, gpus, nodes, ctx.gpus_per_node, spread=recipe.resources.spread_workers, cursor=start
-        )
+        try:
+            endpoints, end = place_role(
+                role, workers, gpus, nodes, ctx.gpus_per_node, spread=recipe.resources.spread_workers, cursor=start
+            )
+        except PlanError as err:
+            raise PlanError([_with_gpn_origin(p, ctx) for p in err.problems]) from None
         if role == "prefill":
             cursor = end
         ctx.endpoints[role] = endpoints

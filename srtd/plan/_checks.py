@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 
 from srtd._yaml import dotted, walk
 from srtd.context import PlanContext
@@ -87,12 +88,14 @@ def _port_path(eff: EffectiveService, port: int) -> str:
 
 
 def port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[EffectiveService]) -> list[Problem]:
+    """Ports past 65535 and ports two units listen on; one mistake repeated on every node is said once."""
     owners: dict[tuple[str, int], Unit] = {}
-    problems = []
+    found: dict[tuple[str, int, str], list[Problem]] = {}  # (path, port, kind) -> the same mistake everywhere
     for unit in units:
         for port in dict.fromkeys(unit.ports.values()):
             if port >= PORT_LIMIT:
-                problems.append(Problem(f"{unit.name}: port {port} is past 65535 (port offset {ctx.port_offset})"))
+                problem = Problem(f"{unit.name}: port {port} is past 65535 (port offset {ctx.port_offset})")
+                found.setdefault(("", 0, "past"), []).append(problem)
             key = ("" if ctx.shared_ports else unit.node, port)
             other = owners.get(key)
             if other is not None and other.name != unit.name:
@@ -104,8 +107,13 @@ def port_problems(ctx: PlanContext, units: Sequence[Unit], services: Sequence[Ef
                 # blame the service that was written later (or the only service of the two)
                 service = _owner(unit, services) or _owner(other, services)
                 path = _port_path(service, port) if service is not None else ""
-                problems.append(
-                    Problem(f"port {port} on {where}: both {other.name} and {unit.name} listen on it", path=path)
-                )
+                problem = Problem(f"port {port} on {where}: both {other.name} and {unit.name} listen on it", path=path)
+                found.setdefault((path, port, "clash"), []).append(problem)
             owners.setdefault(key, unit)
-    return problems
+    return [_said_once(same) for same in found.values()]
+
+
+def _said_once(same: list[Problem]) -> Problem:
+    if len(same) == 1:
+        return same[0]
+    return replace(same[0], message=f"{same[0].message} (and {len(same) - 1} more like it)")

@@ -12,7 +12,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from srtd.recipe._base import RULES_ERROR, Section, SlurmTime, SrunOptions, attribute_docs
+from srtd.recipe._base import (
+    MAX_JOB_NODES,
+    MAX_WORKERS,
+    RULES_ERROR,
+    Rules,
+    Section,
+    SlurmTime,
+    SrunOptions,
+    attribute_docs,
+)
 from srtd.recipe._engines import (
     ENGINE_MODELS,
     ENGINE_NAMES,
@@ -83,6 +92,8 @@ __all__ = [
     "ENGINE_MODELS",
     "ENGINE_NAMES",
     "MANUAL_BENCHMARK",
+    "MAX_JOB_NODES",
+    "MAX_WORKERS",
     "NO_FRONTEND",
     "ROLE_NAMES",
     "RULES_ERROR",
@@ -100,6 +111,7 @@ __all__ = [
     "ReportingStatusConfig",
     "RestartPolicy",
     "RoleConfig",
+    "Rules",
     "SGLangEngine",
     "Section",
     "ServiceConfig",

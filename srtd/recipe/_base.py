@@ -17,6 +17,15 @@ from pydantic_core import PydanticCustomError
 from srtd.patterns import log_pattern_error
 from srtd.unit import SRUN_OWNED_FLAGS, unsafe_name
 
+# Budgets on what a recipe multiplies, checked when it loads (docs/recipe.md#limits).
+# Every node and worker becomes units, ports and log files in the plan, built in a
+# few milliseconds each: 1024 nodes plan in about 10 s.  The largest recipes in use
+# ask for 8 nodes per role and 16 in all, and the largest serving deployments run on
+# about a hundred nodes, so 1024 leaves ten times that; 10**12 nodes must not reach
+# the planner, which would build their names until memory runs out.
+MAX_JOB_NODES = 1024
+MAX_WORKERS = 1024  # in all roles together: 128 nodes of 8 one-GPU workers
+
 
 class Section(BaseModel):
     """Base of every recipe section.

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from srtd.recipe._base import EnvMap, Name, Rules, Section, SrunOptions, StrMap, StrSeq
+from srtd.recipe._base import MAX_WORKERS, EnvMap, Name, Rules, Section, SrunOptions, StrMap, StrSeq
 from srtd.recipe._engines import CustomEngine, EngineConfig, EngineField
 from srtd.recipe._observability import ObservabilityConfig, ProfilingConfig, TelemetryConfig
 from srtd.recipe._reporting import IdentityConfig, ReportingConfig
@@ -129,6 +129,9 @@ class Recipe(Section):
         return self
 
     def _role_rules(self, rules: Rules) -> None:
+        workers = sum(role.workers or 1 for role in self.roles.values())
+        if workers > MAX_WORKERS:
+            rules.add("roles", f"the roles have {workers} workers in all, more than {MAX_WORKERS} (a job's limit)")
         for name in self.roles:
             if name not in ROLE_NAMES:
                 rules.add(f"roles.{name}", f"unknown role {name!r}; roles are {', '.join(ROLE_NAMES)}")

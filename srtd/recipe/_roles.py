@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from srtd.recipe._base import AnyMap, EnvMap, Rules, Section, SrunOptions, StrSeq
+from srtd.recipe._base import MAX_JOB_NODES, MAX_WORKERS, AnyMap, EnvMap, Rules, Section, SrunOptions, StrSeq
 from srtd.recipe._engines import EngineField
 from srtd.recipe._probes import LivenessField
 
@@ -115,8 +115,12 @@ class RoleConfig(Section):
         rules = Rules()
         if isinstance(self.nodes, int) and self.nodes < 0:
             rules.add("nodes", f"must be 0 or more, got {self.nodes}")
+        if isinstance(self.nodes, int) and self.nodes > MAX_JOB_NODES:
+            rules.add("nodes", f"must be at most {MAX_JOB_NODES} (a job's node limit), got {self.nodes}")
         if self.workers is not None and self.workers < 1:
             rules.add("workers", f"must be at least 1, got {self.workers}")
+        if self.workers is not None and self.workers > MAX_WORKERS:
+            rules.add("workers", f"must be at most {MAX_WORKERS} (a job's worker limit), got {self.workers}")
         if self.gpus is not None and self.gpus < 1:
             rules.add("gpus", f"must be at least 1, got {self.gpus}")
         rules.check()

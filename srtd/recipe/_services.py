@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 
-from srtd.recipe._base import AnyMap, EnvMap, Name, Rules, Section, SrunOptions, StrSeq
+from srtd.recipe._base import MAX_JOB_NODES, AnyMap, EnvMap, Name, Rules, Section, SrunOptions, StrSeq
 from srtd.recipe._probes import LivenessField, ServiceReadiness
 
 PlacementNode = Literal["head", "infra", "dedicated", "prefill", "decode", "agg", "workers", "compute", "all"]
@@ -154,6 +154,8 @@ class ServiceConfig(Section):
             rules.add("build_command", "must not be empty")
         if self.nodes is not None and self.nodes < 1:
             rules.add("nodes", f"must be at least 1, got {self.nodes}")
+        if self.nodes is not None and self.nodes > MAX_JOB_NODES:
+            rules.add("nodes", f"must be at most {MAX_JOB_NODES} (a job's node limit), got {self.nodes}")
         if self.cpus_per_task is not None and self.cpus_per_task < 1:
             rules.add("cpus_per_task", f"must be at least 1, got {self.cpus_per_task}")
         if self.build_timeout_seconds <= 0:

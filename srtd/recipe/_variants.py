@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import itertools
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -29,8 +30,14 @@ from srtd.errors import Problem, RecipeError
 OVERRIDE_KEY = re.compile(r"^(zip_)?override_(.+)$")
 
 # A file holds at most this many recipes (override variants times sweep combinations);
-# each is validated and planned, so the count is checked before any is built.
-MAX_VARIANTS = 4096
+# each is validated and planned (about 10 ms each), so the count is checked before any
+# is built.  The largest real files make 16 recipes; 1024 validate in about 10 s.
+MAX_VARIANTS = 1024
+# Characters a sweep's `{name}` substitution may make of one string, and of all the
+# strings of all its recipes together: a value repeated through a string many times
+# (`{v}{v}{v}...`) multiplies its length, and is measured before the string is built.
+MAX_SUBSTITUTED = 1 << 20
+MAX_SUBSTITUTED_TOTAL = 64 << 20
 # `--variant` picks from a larger sweep by name, without building the others; the
 # names themselves are cheap, but not free.
 MAX_SEARCHED = 1_000_000
@@ -90,7 +97,21 @@ def expand_overrides(data: dict[str, Any], positions: Positions) -> list[Variant
             variants.append(Variant(key, deep_merge(base, block), merged_positions))
     if not variants:
         variants.append(Variant("base", base, base_positions))
+    _refuse_same_variants(variants, positions)
     return variants
+
+
+def _refuse_same_variants(variants: list[Variant], positions: Positions) -> None:
+    """Two override blocks that make the same recipe would submit one job twice."""
+    seen: dict[str, str] = {}
+    for variant in variants:
+        canonical = json.dumps(variant.data, sort_keys=True, default=str)
+        if canonical in seen:
+            block = (variant.name or "").split("[")[0]
+            where = _line_of(positions, (seen[canonical].split("[")[0],), keys=True)
+            message = f"{variant.name} makes the same recipe as {seen[canonical]}{where}: {_ONE_JOB}"
+            raise RecipeError([positions.problem(message, (block,), prefer_key=True)])
+        seen[canonical] = variant.name or ""
 
 
 def _overlay(base: Positions, top: Positions) -> Positions:
@@ -213,13 +234,35 @@ def expand_sweep(variant: Variant, pattern: str | None = None) -> list[Variant]:
         raise RecipeError([_too_many(variant, count, MAX_SEARCHED, "even --variant cannot search it")])
     out: list[Variant] = []
     body = {k: v for k, v in data.items() if k != "sweep"}
+    budget = _Growth(variant)
     for name, values in _combinations(variant):
         if pattern is not None and not matches(name, pattern):
             continue
         if len(out) == MAX_VARIANTS:
             raise RecipeError([_too_many(variant, count, MAX_VARIANTS, f"--variant {pattern!r} matches more")])
-        out.append(Variant(name, substitute(body, values), variant.positions))
+        budget.name = name
+        out.append(Variant(name, substitute(body, values, budget), variant.positions))
     return out
+
+
+class _Growth:
+    """The characters a sweep's substitutions have made, refused past the budgets above."""
+
+    def __init__(self, variant: Variant) -> None:
+        self.positions = variant.positions
+        self.name: str | None = None
+        self.total = 0
+
+    def spend(self, size: int, path: PathKey) -> None:
+        self.total += size
+        if size > MAX_SUBSTITUTED:
+            self._refuse(f"the sweep's values make this string {size} characters, more than {MAX_SUBSTITUTED}", path)
+        if self.total > MAX_SUBSTITUTED_TOTAL:
+            message = f"the sweep's values make more than {MAX_SUBSTITUTED_TOTAL} characters of substituted strings"
+            self._refuse(message, path)
+
+    def _refuse(self, message: str, path: PathKey) -> None:
+        raise RecipeError([self.positions.problem(message, path, variant=self.name)])
 
 
 def variant_names(variant: Variant, limit: int) -> list[str | None]:
@@ -264,21 +307,69 @@ def _sweep_parameters(sweep: Any, positions: Positions) -> tuple[str, dict[str, 
     ]
     if problems:
         raise RecipeError(problems)
+    prefix: PathKey = ("sweep", "parameters") if parameters is not sweep else ("sweep",)
+    _refuse_repeats(mode, parameters, positions, prefix)
     return mode, parameters
 
 
-def substitute(data: Any, values: dict[str, Any]) -> Any:
+def _refuse_repeats(mode: str, parameters: dict[str, list[Any]], positions: Positions, prefix: PathKey) -> None:
+    """A value listed twice makes two recipes of one name and one job: never wanted, so refused.
+
+    Values are compared as their names show them (`a=1`), so `1` and `"1"` repeat too:
+    `--variant` could not tell their recipes apart.
+    """
+    if mode == "zip":
+        first = next(iter(parameters))
+        combos = zip(*parameters.values(), strict=False)
+        points = [",".join(f"{k}={v}" for k, v in zip(parameters, combo, strict=True)) for combo in combos]
+        repeat = _first_repeat(points)
+        if repeat is not None:
+            seen, again = repeat
+            where = _line_of(positions, (*prefix, first, seen))
+            message = f"sweep point {again} ({points[again]}) repeats point {seen}{where}: {_ONE_JOB}"
+            raise RecipeError([positions.problem(message, (*prefix, first, again))])
+        return
+    for key, values in parameters.items():
+        repeat = _first_repeat([str(v) for v in values])
+        if repeat is not None:
+            seen, again = repeat
+            where = _line_of(positions, (*prefix, key, seen))
+            message = f"{values[again]!r} is listed twice (also item {seen}{where}): {_ONE_JOB}"
+            raise RecipeError([positions.problem(message, (*prefix, key, again))])
+
+
+_ONE_JOB = "the two recipes would be one job"
+
+
+def _first_repeat(labels: list[str]) -> tuple[int, int] | None:
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        if label in seen:
+            return seen[label], i
+        seen[label] = i
+    return None
+
+
+def _line_of(positions: Positions, path: PathKey, *, keys: bool = False) -> str:
+    where = (positions.keys if keys else positions.values).get(path)
+    return f", at {where[0]}:{where[1]}" if where else ""
+
+
+def substitute(data: Any, values: dict[str, Any], budget: _Growth | None = None, path: PathKey = ()) -> Any:
     """Replace `{name}` of the sweep's parameters in every string; leave other braces alone."""
     if isinstance(data, dict):
-        return {k: substitute(v, values) for k, v in data.items()}
+        return {k: substitute(v, values, budget, (*path, k)) for k, v in data.items()}
     if isinstance(data, list):
-        return [substitute(v, values) for v in data]
+        return [substitute(v, values, budget, (*path, i)) for i, v in enumerate(data)]
     if isinstance(data, str):
         for name, value in values.items():
             token = "{" + name + "}"
             if data == token:
                 return copy.deepcopy(value)
             if token in data:
-                data = data.replace(token, str(value))
+                text = str(value)
+                if budget is not None:
+                    budget.spend(len(data) + data.count(token) * (len(text) - len(token)), path)
+                data = data.replace(token, text)
         return data
     return data

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 import hostlist
 
 from srtd.errors import UsageError
+
+# A host name (RFC 1123): dot-separated labels of letters, digits and inner hyphens, at
+# most 63 characters each and 253 in all; Slurm's node names may hold `_` too.  Node
+# names reach srun's --nodelist, ssh-free probes and file names: nothing else may pass.
+_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+MAX_HOST_NAME = 253
 
 
 def expand(text: str, *, what: str = "--nodes") -> list[str]:
@@ -17,7 +24,17 @@ def expand(text: str, *, what: str = "--nodes") -> list[str]:
         raise UsageError(f"{what}: not a host list: {text!r} ({err})") from None
     if not nodes:
         raise UsageError(f"{what}: the host list {text!r} names no node")
+    for number, node in enumerate(nodes, start=1):
+        if not is_host_name(node):
+            raise UsageError(
+                f"{what}: node {number} of the list, {node!r}, is not a host name "
+                "(labels of letters, digits, `-` and `_`, joined by `.`)"
+            )
     return nodes
+
+
+def is_host_name(name: str) -> bool:
+    return len(name) <= MAX_HOST_NAME and all(_LABEL.fullmatch(label) for label in name.split("."))
 
 
 def slurm_nodes(env: Mapping[str, str] | None = None) -> list[str] | None:

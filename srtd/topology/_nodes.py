@@ -41,6 +41,10 @@ class NodeNeeds:
     def engine(self) -> int:
         return sum(self.roles.values())
 
+    def breakdown(self) -> str:
+        """`agg 2, pool etcd 1, dedicated 1`: where the total comes from."""
+        return _breakdown(self)
+
     @property
     def total(self) -> int:
         # A job with neither roles nor pools still has a head node for its services.
@@ -117,9 +121,10 @@ def synthesize(count: int) -> tuple[str, ...]:
 def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
     nodes = list(allocation) if allocation is not None else list(synthesize(needs.total))
     if len(set(nodes)) != len(nodes):
-        raise PlanError("the node list names a node twice")
+        twice = next(node for i, node in enumerate(nodes) if node in nodes[:i])
+        raise PlanError(f"the node list names {twice} twice")
     if len(nodes) < needs.total:
-        raise PlanError(f"the recipe needs {needs.total} nodes ({_breakdown(needs)}), allocation has {len(nodes)}")
+        raise PlanError(f"the recipe needs {needs.total} nodes ({needs.breakdown()}), allocation has {len(nodes)}")
     all_nodes = tuple(nodes)
     reserved: dict[str, str] = {}
     if needs.dedicated and needs.colocate_dedicated:

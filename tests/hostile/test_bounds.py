@@ -89,3 +89,8 @@ def test_an_os_error_is_one_line_and_exit_3() -> None:
 
 def test_printable_keeps_one_line() -> None:
     assert printable("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
+
+
+def test_printable_keeps_one_line_for_every_line_break_python_knows() -> None:
+    for char in ("\x85", "\u2028", "\u2029", "\x1c", "\x9b"):
+        assert len(printable(f"a{char}b").splitlines()) == 1

@@ -56,7 +56,7 @@ def test_a_million_variant_sweep_is_refused_and_variant_builds_only_one(tmp_path
     assert result.code == 2
     assert (
         result.stderr
-        == f"{recipe}:3:1 sweep: the sweep makes 1000000 recipes, more than 4096; choose one with --variant\n"
+        == f"{recipe}:3:1 sweep: the sweep makes 1000000 recipes, more than 1024; choose one with --variant\n"
     )
     result = bounded("plan", recipe, "--variant", "a=1,b=1,c=1", "--nodes", "n1", "--json", cwd=tmp_path)
     assert result.code == 0, result.stderr

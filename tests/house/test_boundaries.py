@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_early_signals",
         "patterns",
         "_json",
+        "_yaml_depth",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),

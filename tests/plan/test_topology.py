@@ -169,7 +169,7 @@ def test_short_allocation_through_build_plan() -> None:
 
 
 def test_a_node_named_twice_is_refused() -> None:
-    with pytest.raises(PlanError, match=r"^the node list names a node twice$"):
+    with pytest.raises(PlanError, match=r"^the node list names a twice$"):
         carve(NodeNeeds(roles={"agg": 1}), ["a", "a"])
 
 
