@@ -190,8 +190,8 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     subject = event.unit if event.unit is not None else "job"
     if event.detail and isinstance(event.detail.get("result"), dict):
         return f"{subject} result", result_fields(event.detail["result"])
-    if event.unit is None and event.detail and {"publisher", "publishers", "power"} & event.detail.keys():
-        # an after-job hook's outcome: its own words, not the job's state while it ran
+    if event.unit is None and event.detail and {"publisher", "publishers", "power", "stray"} & event.detail.keys():
+        # an after-job hook's outcome, a stray process found: its own words, not the job's state
         return event.reason or "publishers", {}
     message = f"{subject} {event.state}"
     if (
@@ -300,8 +300,10 @@ class TerminalConsole(_StreamWriter):
         if event.state == "failed":
             # a failure the job goes on after (a non-critical unit, `detail.ignored`) is a warning
             level = "warning" if (event.detail or {}).get("ignored") else "error"
-        elif event.state == "backoff" or (
-            event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None))
+        elif (
+            event.state == "backoff"
+            or "stray" in (event.detail or {})
+            or (event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None)))
         ):
             level = "warning"
         getattr(self._log, level)(message, **fields)

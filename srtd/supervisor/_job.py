@@ -29,7 +29,7 @@ import anyio.abc
 
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
-from srtd.launch import Handle, Launcher
+from srtd.launch import Handle, Launcher, Stray
 from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
@@ -296,12 +296,20 @@ class Job:
             self._stopping = True
             self.journal.emit(None, JobState.STOPPING, reason=end.reason)
             await teardown(list(self.runners.values()), self.stop)
+            # Every tier is down: what a unit left outside its process group is found now.
+            await self.launcher.end_strays(self._stray_found)
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()
                 end = self._stopped()
             tg.cancel_scope.cancel()
         return end
+
+    def _stray_found(self, stray: Stray) -> None:
+        """A job event (docs/events.md, `detail.stray`); the console shows it as a warning."""
+        grace = f"SIGTERM, then SIGKILL after {stray.grace:g} s" if stray.grace > 0 else "SIGKILL"
+        reason = f"{stray.describe()}: ending it ({grace})"
+        self.journal.emit(None, JobState.STOPPING, reason=reason, detail={"stray": stray.detail()})
 
     def _close(self) -> None:
         for tailer in self.tailers.values():
