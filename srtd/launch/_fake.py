@@ -172,8 +172,8 @@ class FakeLauncher:
         self.default = default or FakeRun()
         self.clock: _Clock = clock or _RealClock()
         self.addresses = dict(addresses or {})
-        self.strays = list(strays)  # what `end_strays` reports, as if the units had left them behind
-        self.swept_at: float | None = None
+        self.strays = list(strays)  # what the first `end_strays` reports, as if the units had left them
+        self.strays_ended_at: list[float] = []  # when each `end_strays` came
         self.starts: list[FakeStart] = []
         self.signals: list[FakeSignal] = []
         self.ends: list[tuple[str, int, ExitStatus, float]] = []
@@ -207,9 +207,10 @@ class FakeLauncher:
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
 
-    async def end_strays(self, report: Callable[[Stray], None]) -> None:
-        self.swept_at = self.clock.now()
-        for stray in self.strays:
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        self.strays_ended_at.append(self.clock.now())
+        strays, self.strays = self.strays, []
+        for stray in strays:
             report(stray)
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> FakeHandle:

@@ -237,9 +237,9 @@ class LocalLauncher:
             known.add(self._guardian.pid)
         return known
 
-    async def end_strays(self, report: Callable[[Stray], None]) -> None:
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
         with anyio.CancelScope(shield=True):
-            await self.strays.end_all(self._own_children, report)
+            await self.strays.end_all(self._own_children, report, hurry or anyio.Event())
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> LocalHandle:
         if unit.container is not None and not self._warned_container:

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 # A signal N as an exit code (128 + N) is the exit-code table's to say.
 from srtd.errors import exit_for_signal
 from srtd.unit import Unit
+
+if TYPE_CHECKING:
+    import anyio  # only a type here: `srtd plan` imports this module and loads no anyio
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +168,9 @@ class Launcher(Protocol):
         """The host a readiness probe connects to for `node`."""
         ...
 
-    async def end_strays(self, report: Callable[[Stray], None]) -> None:
-        """After the teardown: end every process the units left behind outside their process
-        groups (calling `report` for each before it is signalled), and reap it.  Under Slurm
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        """After the units' teardown: end every process the units left behind outside their process
+        groups (calling `report` for each before it is signalled), and reap it.  Each gets
+        SIGTERM, then SIGKILL after its unit's `terminate_timeout`, or at once when `hurry` is set.  Under Slurm
         a no-op: a step's processes are ended by its cgroup."""
         ...

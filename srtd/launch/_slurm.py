@@ -152,7 +152,7 @@ class SlurmLauncher:
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
 
-    async def end_strays(self, report: Callable[[Stray], None]) -> None:
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
         """Nothing srtd can do here: a step's processes are on its nodes, under slurmstepd, never
         srtd's descendants.  Slurm ends them with the step: with `proctrack/cgroup` every one,
         setsid() or not; other proctrack plugins can miss a process that daemonized away

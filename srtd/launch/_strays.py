@@ -51,6 +51,7 @@ log = structlog.get_logger("srtd.launch")
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 _POLL = 0.05  # seconds between checks where pidfds are missing
+_REAP_WAIT = 5.0  # seconds a SIGKILLed process gets to be gone (it is reaped later if not)
 _ROUNDS = 4  # a stray's own descendants reach srtd when it ends: a few looks find them all
 _COMMAND_CHARS = 200
 
@@ -143,21 +144,29 @@ def _reap(pid: int) -> bool:
         return True  # not (or no longer) ours to reap
 
 
-async def _ended_within(pid: int, seconds: float) -> bool:
-    """Until `pid` (a child of ours) has ended and is reaped, for at most `seconds`."""
+async def _ended_within(pid: int, seconds: float, hurry: anyio.Event | None = None) -> None:
+    """Until `pid` (a child of ours) has ended and is reaped, for at most `seconds`, or
+    until `hurry` is set."""
     fd = pidfd_open(pid)
     try:
-        with anyio.move_on_after(seconds):
-            while not _reap(pid):
-                if fd is not None:
-                    await anyio.wait_readable(fd)
-                else:
-                    await anyio.sleep(_POLL)
-            return True
-        return False
+        with anyio.move_on_after(seconds) as scope:
+            async with anyio.create_task_group() as tg:
+                if hurry is not None:
+                    tg.start_soon(_cancel_when, hurry, scope)
+                while not _reap(pid):
+                    if fd is not None:
+                        await anyio.wait_readable(fd)
+                    else:
+                        await anyio.sleep(_POLL)
+                tg.cancel_scope.cancel()
     finally:
         if fd is not None:
             os.close(fd)
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def _send(pid: int, group: bool, sig: int) -> None:
@@ -224,7 +233,7 @@ class Strays:
                 alive.append((stat, unit))
         return alive
 
-    async def end_all(self, known: Callable[[], set[int]], report: Callable[[Stray], None]) -> None:
+    async def end_all(self, known: Callable[[], set[int]], report: Callable[[Stray], None], hurry: anyio.Event) -> None:
         """Report, end and reap every stray; reap the leftovers of ended groups."""
         for _ in range(_ROUNDS):
             alive = self.look(known())
@@ -233,28 +242,25 @@ class Strays:
             async with anyio.create_task_group() as tg:
                 for stat, unit in alive:
                     if stat.pgrp in self.ended_groups:
-                        tg.start_soon(self._finish, stat.pid, stat.pid, False, 0.0)
+                        tg.start_soon(self._finish, stat.pid, stat.pid, False, 0.0, hurry)
                         continue
                     stray = Stray(stat.pid, command_line(stat), unit, self.graces.get(unit, 0.0))
                     report(stray)
                     leads = stat.pgrp == stat.pid
                     self.origins.setdefault(stat.pid, unit)  # its own descendants come from the same unit
-                    tg.start_soon(self._finish, stat.pid, stat.pgrp if leads else stat.pid, leads, stray.grace)
+                    tg.start_soon(self._finish, stat.pid, stat.pgrp if leads else stat.pid, leads, stray.grace, hurry)
         log.warning("unit processes still reach srtd after the last look", rounds=_ROUNDS)
 
-    async def _finish(self, pid: int, target: int, group: bool, grace: float) -> None:
-        """SIGTERM (+SIGCONT, as for a unit), SIGKILL after `grace`; reaped either way."""
-        if grace > 0:
+    async def _finish(self, pid: int, target: int, group: bool, grace: float, hurry: anyio.Event) -> None:
+        """SIGTERM (+SIGCONT, as for a unit), SIGKILL after `grace` or once `hurry` is set;
+        reaped either way.  Once a group's leader has ended, the rest of its group is
+        SIGKILLed, as a unit's is when its main process ends."""
+        if grace > 0 and not hurry.is_set():
             _send(target, group, signal.SIGTERM)
             _send(target, group, signal.SIGCONT)
-            if await _ended_within(pid, grace):
-                if group:
-                    self.group_ended(target)
-                    _send(target, group, signal.SIGKILL)
-                self.seen.pop(pid, None)
-                return
+            await _ended_within(pid, grace, hurry)
         _send(target, group, signal.SIGKILL)
         if group:
             self.group_ended(target)
-        await _ended_within(pid, max(grace, 5.0))
+        await _ended_within(pid, _REAP_WAIT)
         self.seen.pop(pid, None)

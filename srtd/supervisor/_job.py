@@ -295,15 +295,18 @@ class Job:
                 self.console.failure(text)
             self._stopping = True
             self.journal.emit(None, JobState.STOPPING, reason=end.reason)
-            await teardown(list(self.runners.values()), self.stop)
-            # Every tier is down: what a unit left outside its process group is found now.
-            await self.launcher.end_strays(self._stray_found)
+            await teardown(list(self.runners.values()), self.stop, self._end_strays)
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()
                 end = self._stopped()
             tg.cancel_scope.cancel()
         return end
+
+    async def _end_strays(self) -> None:
+        """What the units left outside their process groups: reported, ended (at once after a
+        second Ctrl-C, as the units are), reaped."""
+        await self.launcher.end_strays(self._stray_found, hurry=self.stop.killed)
 
     def _stray_found(self, stray: Stray) -> None:
         """A job event (docs/events.md, `detail.stray`); the console shows it as a warning."""

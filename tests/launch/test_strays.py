@@ -148,3 +148,21 @@ async def test_what_a_units_group_left_is_reaped_not_left_as_zombies(maker: Plan
             await launcher.end_strays(reports.append)
         assert gone(member)
     assert reports == []
+
+
+async def test_a_set_hurry_kills_a_stray_without_waiting_for_its_grace(maker: PlanMaker) -> None:
+    """A second Ctrl-C sets the event: the stray, deaf to SIGTERM, is SIGKILLed, not waited 60 s for."""
+    unit = escaping_unit(maker, "bench", "setsid", terminate_timeout=60.0, args=("ignore-term",))
+    reports: list[Stray] = []
+    hurry = anyio.Event()
+    async with LocalLauncher(guardian_grace=0.5) as launcher:
+        await run_unit(launcher, unit, maker.root / "bench.log")
+        pid = pid_in(maker.root / "bench.pid")
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(launcher.end_strays, reports.append, hurry)
+                await anyio.sleep(0.5)
+                assert not gone(pid)  # SIGTERM ignored: still within its grace
+                hurry.set()
+        assert gone(pid)
+    assert [s.grace for s in reports] == [60.0]
