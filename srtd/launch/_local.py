@@ -187,6 +187,8 @@ class LocalLauncher:
         self._live: dict[int, LocalHandle] = {}
         self._warned_container = False
         self.strays = Strays()
+        if self._guardian is not None:
+            self.strays.guard = (self._guardian.add, self._guardian.remove)
 
     @property
     def guardian_pid(self) -> int | None:

@@ -23,6 +23,12 @@ Such a child is one of:
   teardown), so none accumulate.  A zombie whose origin was never seen alive (a setsid()
   escapee that ended before any look) stays until srtd exits, when init reaps it.
 
+If srtd itself dies (SIGKILL), its children go to init: what the guardian ends then is
+what it was told of.  So a stray seen alive while the job runs (a look comes at every
+unit attempt's end) that leads its own process group is registered with the guardian
+like a unit's group, and unregistered when it is reaped, before its pid can be reused.
+A stray never seen alive (its unit still ran when srtd died) is beyond the guardian.
+
 Every wait names its pid (`waitid(P_PID, ...)`): nothing here waits for "any child", so the
 pidfd-based waits of `_process` and Popen's own never lose their exit statuses.
 """
@@ -186,6 +192,10 @@ class Strays:
         self.ended_groups: set[int] = set()  # groups already SIGKILLed: their members are not strays
         self.seen: dict[int, str] = {}  # children of ours whose unit is known (a child's pid stays ours)
         self._own_unit = os.environ.get("SRTD_UNIT")  # srtd inside a unit: its own children carry it
+        # The guardian's register (`+pgid` / `-pgid`): a stray seen alive while the job runs
+        # leads a group the guardian ends if srtd dies, as it ends the units' groups.
+        self.guard: tuple[Callable[[int], None], Callable[[int], None]] | None = None
+        self._guarded: set[int] = set()  # leaders' pids: ours, unreaped, so the group id is too
         self._was_subreaper: bool | None = None
 
     def begin(self) -> None:
@@ -203,6 +213,18 @@ class Strays:
     def started(self, unit: str, pid: int, grace: float) -> None:
         self.origins[pid] = unit
         self.graces[unit] = grace
+        self.ended_groups.discard(pid)  # a pid used again: this group is a new one
+
+    def _reaped(self, pid: int) -> None:
+        self.seen.pop(pid, None)
+        if pid in self._guarded and self.guard is not None:
+            self._guarded.discard(pid)
+            self.guard[1](pid)  # before the pid can be used again: the guardian must not kill it
+
+    def _watch(self, stat: ProcStat) -> None:
+        if stat.pgrp == stat.pid and stat.pid not in self._guarded and self.guard is not None:
+            self._guarded.add(stat.pid)
+            self.guard[0](stat.pid)
 
     def group_ended(self, pgid: int) -> None:
         self.ended_groups.add(pgid)
@@ -228,8 +250,10 @@ class Strays:
                 continue
             if stat.zombie:
                 if _reap(stat.pid):
-                    self.seen.pop(stat.pid, None)
+                    self._reaped(stat.pid)
             else:
+                if stat.pgrp not in self.ended_groups:
+                    self._watch(stat)
                 alive.append((stat, unit))
         return alive
 
@@ -247,7 +271,8 @@ class Strays:
                     stray = Stray(stat.pid, command_line(stat), unit, self.graces.get(unit, 0.0))
                     report(stray)
                     leads = stat.pgrp == stat.pid
-                    self.origins.setdefault(stat.pid, unit)  # its own descendants come from the same unit
+                    for origin in (stat.pgrp, stat.session):  # its own descendants come from the same unit
+                        self.origins.setdefault(origin, unit)
                     tg.start_soon(self._finish, stat.pid, stat.pgrp if leads else stat.pid, leads, stray.grace, hurry)
         log.warning("unit processes still reach srtd after the last look", rounds=_ROUNDS)
 
@@ -263,4 +288,5 @@ class Strays:
         if group:
             self.group_ended(target)
         await _ended_within(pid, _REAP_WAIT)
-        self.seen.pop(pid, None)
+        if _reap(pid):
+            self._reaped(pid)

@@ -4,8 +4,10 @@ after the teardown, reported once, ended and reaped; srtd's other children are l
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -13,7 +15,7 @@ import pytest
 
 from srtd.launch import LocalLauncher, Stray
 from srtd.launch._strays import children_of, is_subreaper
-from tests.supervisor.helpers import PlanMaker
+from tests.supervisor.helpers import RUN_PLAN, PlanMaker
 
 pytestmark = pytest.mark.anyio
 
@@ -166,3 +168,40 @@ async def test_a_set_hurry_kills_a_stray_without_waiting_for_its_grace(maker: Pl
                 hurry.set()
         assert gone(pid)
     assert [s.grace for s in reports] == [60.0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def test_a_stray_seen_while_the_job_runs_is_ended_by_the_guardian_when_srtd_is_killed(maker: PlanMaker) -> None:
+    """srtd SIGKILLed: the stray, seen when its unit ended, is in the guardian's register."""
+    escaping_unit(maker, "escaper", "setsid")
+    maker.unit("holder")
+    plan_file = maker.root / "plan.json"
+    plan_file.write_text(maker.plan(hold=True).dumps())
+    with open(maker.root / "srtd.out", "wb") as out:
+        argv = [sys.executable, str(RUN_PLAN), str(plan_file), "--grace", "0.5"]
+        srtd = subprocess.Popen(argv, stdout=out, stderr=out)
+    try:
+        journal = maker.log_dir / "events.jsonl"
+        deadline = time.monotonic() + 30
+        while '"unit":"escaper","state":"stopped"' not in (journal.read_text() if journal.exists() else ""):
+            assert time.monotonic() < deadline, (maker.root / "srtd.out").read_text()
+            time.sleep(0.05)
+        escapee = pid_in(maker.root / "escaper.pid")
+        assert _alive(escapee)
+        os.kill(srtd.pid, signal.SIGKILL)
+        srtd.wait()
+        deadline = time.monotonic() + 10
+        while _alive(escapee):
+            assert time.monotonic() < deadline, "the guardian left the stray alive"
+            time.sleep(0.05)
+    finally:
+        if srtd.poll() is None:
+            srtd.kill()
+            srtd.wait()
