@@ -4,6 +4,7 @@ after the teardown, reported once, ended and reaped; srtd's other children are l
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import anyio
 import pytest
 
 from srtd.launch import LocalLauncher, Stray
-from srtd.launch._strays import children_of, is_subreaper
+from srtd.launch._strays import children_of, is_subreaper, read_stat
 from tests.supervisor.helpers import RUN_PLAN, PlanMaker
 
 pytestmark = pytest.mark.anyio
@@ -205,3 +206,22 @@ def test_a_stray_seen_while_the_job_runs_is_ended_by_the_guardian_when_srtd_is_k
         if srtd.poll() is None:
             srtd.kill()
             srtd.wait()
+
+
+def test_children_are_read_from_stat_even_with_a_hostile_command_name(tmp_path: Path) -> None:
+    """comm may hold spaces and parentheses; the cheap and the thorough listing agree."""
+    program = tmp_path / "x) Z 1 (y"
+    shutil.copy("/bin/sleep", program)
+    child = subprocess.Popen([str(program), "30"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while (stat := read_stat(child.pid)) is None or stat.comm != program.name:
+            assert time.monotonic() < deadline, stat
+            time.sleep(0.02)
+        assert (stat.ppid, stat.pgrp, stat.session, stat.zombie) == (os.getpid(), child.pid, child.pid, False)
+        thorough = {c.pid for c in children_of(os.getpid(), thorough=True)}
+        assert child.pid in thorough
+        assert thorough == {c.pid for c in children_of(os.getpid(), thorough=False)}
+    finally:
+        child.kill()
+        child.wait()
