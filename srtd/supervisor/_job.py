@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -29,7 +30,7 @@ import anyio.abc
 
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
-from srtd.launch import Handle, Launcher, Stray
+from srtd.launch import Handle, Launcher
 from srtd.supervisor._after import AfterJobHook, run_after_job
 from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
@@ -42,7 +43,7 @@ from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import culprit_text, journal_unwritable, journal_writable, progress_rows, show_progress
 from srtd.supervisor._tail import Tailer
-from srtd.supervisor._teardown import Stop, teardown
+from srtd.supervisor._teardown import Stop, journal_stray, teardown
 from srtd.supervisor._unit import UnitRunner
 from srtd.supervisor._watch import LogWatcher, WatchMode, choose_watch_mode, open_watcher
 from srtd.unit import LogProbe, Plan, Unit, within
@@ -295,24 +296,16 @@ class Job:
                 self.console.failure(text)
             self._stopping = True
             self.journal.emit(None, JobState.STOPPING, reason=end.reason)
-            await teardown(list(self.runners.values()), self.stop, self._end_strays)
+            # What the units left outside their groups: journaled, ended (at once after a
+            # second Ctrl-C, as the units are) and reaped by the launcher.
+            end_strays = partial(self.launcher.end_strays, partial(journal_stray, self.journal), self.stop.killed)
+            await teardown(list(self.runners.values()), self.stop, end_strays)
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()
                 end = self._stopped()
             tg.cancel_scope.cancel()
         return end
-
-    async def _end_strays(self) -> None:
-        """What the units left outside their process groups: reported, ended (at once after a
-        second Ctrl-C, as the units are), reaped."""
-        await self.launcher.end_strays(self._stray_found, hurry=self.stop.killed)
-
-    def _stray_found(self, stray: Stray) -> None:
-        """A job event (docs/events.md, `detail.stray`); the console shows it as a warning."""
-        grace = f"SIGTERM, then SIGKILL after {stray.grace:g} s" if stray.grace > 0 else "SIGKILL"
-        reason = f"{stray.describe()}: ending it ({grace})"
-        self.journal.emit(None, JobState.STOPPING, reason=reason, detail={"stray": stray.detail()})
 
     def _close(self) -> None:
         for tailer in self.tailers.values():

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from srtd.errors import exit_for_signal
-from srtd.events import UnitState
-from srtd.launch import signal_name
+from srtd.events import JobState, UnitState
+from srtd.launch import Stray, signal_name
 
 if TYPE_CHECKING:
+    from srtd.supervisor._journal import Journal
     from srtd.supervisor._unit import UnitRunner
 
 
@@ -119,6 +120,14 @@ async def teardown(
         if end_strays is not None and any(r.launched for r in hooks):
             await end_strays()
         tg.cancel_scope.cancel()
+
+
+def journal_stray(journal: Journal, stray: Stray) -> None:
+    """A stray the launcher found: a job event (docs/events.md, `detail.stray`), which the
+    console shows as a warning."""
+    grace = f"SIGTERM, then SIGKILL after {stray.grace:g} s" if stray.grace > 0 else "SIGKILL"
+    reason = f"{stray.describe()}: ending it ({grace})"
+    journal.emit(None, JobState.STOPPING, reason=reason, detail={"stray": stray.detail()})
 
 
 async def run_teardown_steps(hooks: Sequence[UnitRunner], *, touched: bool) -> None:
