@@ -195,8 +195,6 @@ class LocalLauncher:
         return self._guardian.pid if self._guardian is not None else None
 
     async def __aenter__(self) -> Self:
-        # Before any unit starts: an orphan of a unit then comes to srtd, never to init.
-        self.strays.begin()
         if self._use_pdeathsig:
             self._prefix = _setpriv_pdeathsig() or []
         if self._guardian is not None:
@@ -204,6 +202,9 @@ class LocalLauncher:
                 self._guardian.spawn()
             except OSError as e:
                 raise LaunchError(f"cannot start the local guardian process: {e}") from e
+        # Before any unit starts (an orphan of a unit then comes to srtd, never to init), and
+        # after what can fail here: a refused __aenter__ has no __aexit__ to set it back.
+        self.strays.begin()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
