@@ -174,24 +174,26 @@ def command_line(stat: ProcStat) -> str:
     return text if len(text) <= _COMMAND_CHARS else text[: _COMMAND_CHARS - 3] + "..."
 
 
-def _reap(pid: int) -> bool:
-    """Reap `pid` if it has ended; True once it is gone."""
+def _ended(pid: int, *, reap: bool) -> bool:
+    """Whether `pid` has ended; reaped too with `reap`, else left a zombie (so its pid, and
+    its group id, cannot be used again meanwhile)."""
+    flags = os.WEXITED | os.WNOHANG | (0 if reap else os.WNOWAIT)
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG) is not None
+        return os.waitid(os.P_PID, pid, flags) is not None
     except ChildProcessError:
         return True  # not (or no longer) ours to reap
 
 
-async def _ended_within(pid: int, seconds: float, hurry: anyio.Event | None = None) -> None:
-    """Until `pid` (a child of ours) has ended and is reaped, for at most `seconds`, or
-    until `hurry` is set."""
+async def _until_ended(pid: int, seconds: float, hurry: anyio.Event | None = None) -> None:
+    """Until `pid` (a child of ours) has ended, for at most `seconds`, or until `hurry` is
+    set.  Not reaped: the caller decides when."""
     fd = pidfd_open(pid)
     try:
         with anyio.move_on_after(seconds) as scope:
             async with anyio.create_task_group() as tg:
                 if hurry is not None:
                     tg.start_soon(_cancel_when, hurry, scope)
-                while not _reap(pid):
+                while not _ended(pid, reap=False):
                     if fd is not None:
                         await anyio.wait_readable(fd)
                     else:
@@ -247,11 +249,14 @@ class Strays:
         self.graces[unit] = grace
         self.ended_groups.discard(pid)  # a pid used again: this group is a new one
 
-    def _reaped(self, pid: int) -> None:
-        self.seen.pop(pid, None)
+    def _reap(self, pid: int) -> None:
+        """Reap an ended child of ours; out of the guardian's register first, while its pid
+        (a group id there) cannot have been used again."""
         if pid in self._guarded and self.guard is not None:
             self._guarded.discard(pid)
-            self.guard[1](pid)  # before the pid can be used again: the guardian must not kill it
+            self.guard[1](pid)
+        if _ended(pid, reap=True):
+            self.seen.pop(pid, None)
 
     def _watch(self, stat: ProcStat) -> None:
         if stat.pgrp == stat.pid and stat.pid not in self._guarded and self.guard is not None:
@@ -283,8 +288,7 @@ class Strays:
             if unit is None:
                 continue
             if stat.zombie:
-                if _reap(stat.pid):
-                    self._reaped(stat.pid)
+                self._reap(stat.pid)
             else:
                 if stat.pgrp not in self.ended_groups:
                     self._watch(stat)
@@ -317,10 +321,11 @@ class Strays:
         if grace > 0 and not hurry.is_set():
             _send(target, group, signal.SIGTERM)
             _send(target, group, signal.SIGCONT)
-            await _ended_within(pid, grace, hurry)
+            await _until_ended(pid, grace, hurry)
         _send(target, group, signal.SIGKILL)
-        if group:
+        await _until_ended(pid, _REAP_WAIT)
+        if group:  # the leader is at most a zombie: the group id is still this group's
+            _send(target, group, signal.SIGKILL)
             self.group_ended(target)
-        await _ended_within(pid, _REAP_WAIT)
-        if _reap(pid):
-            self._reaped(pid)
+        if _ended(pid, reap=False):
+            self._reap(pid)

@@ -30,8 +30,11 @@ if how == "setsid":
     os.setsid()
 else:
     os.setpgid(0, 0)
+if "fork" in sys.argv and (member := os.fork()) == 0:
+    time.sleep(600)
+    os._exit(0)
 with open(pidfile + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
+    f.write(str(os.getpid()) + (f" {member}" if "fork" in sys.argv else ""))
 os.rename(pidfile + ".tmp", pidfile)
 time.sleep(600)
 """
@@ -48,7 +51,7 @@ def escaping_unit(maker: PlanMaker, name: str, how: str, *, clear_env: bool = Fa
 
 
 def pid_in(path: Path) -> int:
-    return int(path.read_text())
+    return int(path.read_text().split()[0])
 
 
 def gone(pid: int) -> bool:
@@ -225,3 +228,17 @@ def test_children_are_read_from_stat_even_with_a_hostile_command_name(tmp_path: 
     finally:
         child.kill()
         child.wait()
+
+
+async def test_a_stray_leading_a_group_is_reported_once_and_its_group_ends_with_it(maker: PlanMaker) -> None:
+    """A daemon and its worker in the daemon's own group: one report, both gone."""
+    unit = escaping_unit(maker, "bench", "setsid", terminate_timeout=5.0, args=("fork",))
+    reports: list[Stray] = []
+    async with LocalLauncher(guardian_grace=0.5) as launcher:
+        await run_unit(launcher, unit, maker.root / "bench.log")
+        daemon, member = map(int, (maker.root / "bench.pid").read_text().split())
+        with anyio.fail_after(20):
+            await launcher.end_strays(reports.append)
+        assert gone(daemon)
+        assert gone(member)
+    assert [s.pid for s in reports] == [daemon]
