@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from srtd._lazy import lazy_attributes
-from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, signal_name
+from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, Stray, signal_name
 from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ __all__ = [
     "SlurmJob",
     "SlurmLauncher",
     "StopCause",
+    "Stray",
     "ToolRun",
     "cancel_job",
     "claim_port_block",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import signal as _signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self
@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 
 from srtd.errors import LaunchError
-from srtd.launch._protocol import ExitStatus
+from srtd.launch._protocol import ExitStatus, Stray
 from srtd.unit import Unit
 
 
@@ -166,11 +166,14 @@ class FakeLauncher:
         default: FakeRun | None = None,
         clock: _Clock | None = None,
         addresses: Mapping[str, str] | None = None,
+        strays: Sequence[Stray] = (),
     ) -> None:
         self.script = dict(script or {})
         self.default = default or FakeRun()
         self.clock: _Clock = clock or _RealClock()
         self.addresses = dict(addresses or {})
+        self.strays = list(strays)  # what the first `end_strays` reports, as if the units had left them
+        self.strays_ended_at: list[float] = []  # when each `end_strays` came
         self.starts: list[FakeStart] = []
         self.signals: list[FakeSignal] = []
         self.ends: list[tuple[str, int, ExitStatus, float]] = []
@@ -203,6 +206,12 @@ class FakeLauncher:
 
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
+
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        self.strays_ended_at.append(self.clock.now())
+        strays, self.strays = self.strays, []
+        for stray in strays:
+            report(stray)
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> FakeHandle:
         run = self.run_for(unit.name, attempt)

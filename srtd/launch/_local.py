@@ -13,6 +13,9 @@
   (where `setpriv` supports it) each unit also carries `PR_SET_PDEATHSIG=SIGKILL`.
 - When a unit's main process exits, whatever it left in its process group is
   SIGKILLed (Slurm does the same when a step ends).
+- What a unit leaves outside its process group (a setsid() daemon) is not lost: srtd is a
+  child subreaper while the launcher runs, and `end_strays` reports, ends and reaps such
+  strays after the teardown (`_strays`).
 - SIGTERM is followed by SIGCONT, as Slurm's own job termination does: a stopped (frozen)
   process that handles SIGTERM keeps it pending until it runs again, so without
   SIGCONT it would only end at the SIGKILL deadline.
@@ -29,7 +32,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -40,7 +43,8 @@ from srtd.errors import LaunchError
 from srtd.launch._guardian import Guardian
 from srtd.launch._holders import bind_errno, port_holder
 from srtd.launch._process import ChildProcess
-from srtd.launch._protocol import ExitStatus
+from srtd.launch._protocol import ExitStatus, Stray
+from srtd.launch._strays import Strays
 from srtd.unit import Unit
 
 log = structlog.get_logger("srtd.launch")
@@ -103,6 +107,7 @@ class LocalHandle:
         # The leader is a zombie, so the group id is still ours: kill what it left.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._child.pid, signal.SIGKILL)
+        self._launcher.strays.group_ended(self._child.pid)
 
     def _ended(self) -> None:
         self._launcher._ended(self)
@@ -175,6 +180,9 @@ class LocalLauncher:
         self._prefix: list[str] = []
         self._live: dict[int, LocalHandle] = {}
         self._warned_container = False
+        self.strays = Strays()
+        if self._guardian is not None:
+            self.strays.guard = (self._guardian.add, self._guardian.remove)
 
     @property
     def guardian_pid(self) -> int | None:
@@ -188,6 +196,9 @@ class LocalLauncher:
                 self._guardian.spawn()
             except OSError as e:
                 raise LaunchError(f"cannot start the local guardian process: {e}") from e
+        # Before any unit starts (an orphan of a unit then comes to srtd, never to init), and
+        # after what can fail here: a refused __aenter__ has no __aexit__ to set it back.
+        self.strays.begin()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -200,6 +211,9 @@ class LocalLauncher:
             with anyio.move_on_after(_SHUTDOWN_REAP):
                 for handle in leftovers:
                     await handle.wait()
+            # A job that ended normally has ended its strays already; this one may not have been.
+            await self.end_strays(lambda stray: log.warning("ending a stray process", stray=stray.describe()))
+            self.strays.end()
             if self._guardian is not None:
                 proc = self._guardian.close()
                 if proc is not None:
@@ -212,6 +226,17 @@ class LocalLauncher:
 
     def address(self, node: str) -> str:
         return LOCAL_ADDRESS
+
+    def _own_children(self) -> set[int]:
+        """srtd's children that are not strays: the live units' leaders and the guardian."""
+        known = set(self._live)
+        if self._guardian is not None and self._guardian.pid is not None:
+            known.add(self._guardian.pid)
+        return known
+
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.strays.end_all(self._own_children, report, hurry or anyio.Event())
 
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> LocalHandle:
         if unit.container is not None and not self._warned_container:
@@ -248,11 +273,16 @@ class LocalLauncher:
             raise LaunchError(f"{unit.name}: cannot start {program!r}: {e}") from e
         handle = LocalHandle(unit.name, popen, self)
         self._live[popen.pid] = handle
+        self.strays.started(unit.name, popen.pid, unit.terminate_timeout)
         if self._guardian is not None:
             self._guardian.add(popen.pid)
         return handle
 
     def _ended(self, handle: LocalHandle) -> None:
         pid = handle.pid
-        if pid is not None and self._live.pop(pid, None) is not None and self._guardian is not None:
-            self._guardian.remove(pid)
+        if pid is not None and self._live.pop(pid, None) is not None:
+            if self._guardian is not None:
+                self._guardian.remove(pid)
+            # What the unit's group left is SIGKILLed and, reparented to srtd, reaped here or
+            # at the next look; nothing is reported yet: a live stray may still be working.
+            self.strays.look(self._own_children())

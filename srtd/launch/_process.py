@@ -24,7 +24,7 @@ from srtd.launch._protocol import ExitStatus
 _FALLBACK_POLL = 0.05
 
 
-def _pidfd_open(pid: int) -> int | None:
+def pidfd_open(pid: int) -> int | None:
     opener = getattr(os, "pidfd_open", None)
     if opener is None:
         return None
@@ -41,7 +41,7 @@ class ChildProcess:
     def __init__(self, popen: subprocess.Popen[bytes], before_reap: Callable[[], None] | None = None) -> None:
         self.popen = popen
         self._before_reap = before_reap
-        self._pidfd = _pidfd_open(popen.pid)
+        self._pidfd = pidfd_open(popen.pid)
         self._lock = anyio.Lock()
         self.status: ExitStatus | None = None
 

@@ -11,14 +11,18 @@ machine; `SlurmLauncher` fits the same shape: `start` spawns `srun --job-name=..
 from __future__ import annotations
 
 import signal as _signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 # A signal N as an exit code (128 + N) is the exit-code table's to say.
 from srtd.errors import exit_for_signal
 from srtd.unit import Unit
+
+if TYPE_CHECKING:
+    import anyio  # only a type here: `srtd plan` imports this module and loads no anyio
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,23 @@ class StopCause:
 
     reason: str
     time_limit: bool = False  # the job is ending because its time is up
+
+
+@dataclass(frozen=True, slots=True)
+class Stray:
+    """A process a unit left behind outside its process group, found after the teardown."""
+
+    pid: int
+    command: str  # its command line (shortened), or `[comm]` when it has none
+    unit: str  # the unit it came from
+    grace: float  # seconds from SIGTERM to SIGKILL: the unit's terminate_timeout
+
+    def describe(self) -> str:
+        return f"process {self.pid} ({self.command}) outlived unit {self.unit}, which left it behind"
+
+    def detail(self) -> dict[str, object]:
+        """The journal's `detail.stray` (docs/events.md)."""
+        return {"pid": self.pid, "command": self.command, "unit": self.unit, "grace": self.grace}
 
 
 def signal_name(signum: int) -> str:
@@ -145,4 +166,11 @@ class Launcher(Protocol):
 
     def address(self, node: str) -> str:
         """The host a readiness probe connects to for `node`."""
+        ...
+
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        """After the units' teardown: end every process the units left behind outside their process
+        groups (calling `report` for each before it is signalled), and reap it.  Each gets
+        SIGTERM, then SIGKILL after its unit's `terminate_timeout`, or at once when `hurry` is set.  Under Slurm
+        a no-op: a step's processes are ended by its cgroup."""
         ...

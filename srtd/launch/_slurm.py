@@ -52,7 +52,7 @@ from srtd.errors import LaunchError
 from srtd.launch._controller import Controller, list_steps, parse_duration
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
-from srtd.launch._protocol import StopCause
+from srtd.launch._protocol import StopCause, Stray
 from srtd.launch._scancel import Scancels
 from srtd.launch._slurm_step import STEP_ID_WAIT, SlurmHandle
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
@@ -151,6 +151,12 @@ class SlurmLauncher:
 
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
+
+    async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
+        """Nothing srtd can do here: a step's processes are on its nodes, under slurmstepd, never
+        srtd's descendants.  Slurm ends them with the step: with `proctrack/cgroup` every one,
+        setsid() or not; other proctrack plugins can miss a process that daemonized away
+        (docs/slurm.md)."""
 
     async def explain(self, signum: int) -> StopCause | None:
         """Why srtd (the batch shell) got a stop signal, for the journal."""

@@ -208,9 +208,9 @@ def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     subject = event.unit if event.unit is not None else "job"
     if event.detail and isinstance(event.detail.get("result"), dict):
         return f"{subject} result", result_fields(event.detail["result"])
-    if event.unit is None and event.detail and {"publisher", "publishers", "power", "log_space"} & event.detail.keys():
-        # an after-job hook's outcome, or the log file system's room: its own words, not
-        # the job's state meanwhile
+    if event.unit is None and event.detail and {"publisher", "publishers", "power", "log_space", "stray"} & event.detail.keys():
+        # an after-job hook's outcome, the log file system's room, a stray process found: its
+        # own words, not the job's state meanwhile
         return event.reason or "publishers", {}
     message = f"{subject} {event.state}"
     if (
@@ -321,8 +321,10 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
             level = "warning" if (event.detail or {}).get("ignored") else "error"
         elif (event.detail or {}).get("log_space", {}).get("level") in ("low", "full"):
             level = "warning"
-        elif event.state == "backoff" or (
-            event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None))
+        elif (
+            event.state == "backoff"
+            or "stray" in (event.detail or {})
+            or (event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None)))
         ):
             level = "warning"
         getattr(self._log, level)(message, **fields)

@@ -20,6 +20,7 @@ import contextlib
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -50,7 +51,7 @@ from srtd.supervisor._rows import (
     show_progress,
 )
 from srtd.supervisor._tail import Tailer
-from srtd.supervisor._teardown import Stop, teardown
+from srtd.supervisor._teardown import Stop, journal_stray, teardown
 from srtd.supervisor._unit import UnitRunner
 from srtd.supervisor._watch import LogWatcher, WatchMode, choose_watch_mode, open_watcher
 from srtd.unit import LogProbe, Plan, Unit, within
@@ -310,7 +311,10 @@ class Job:
                 self.console.failure(text)
             self._stopping = True
             self.journal.emit(None, JobState.STOPPING, reason=end.reason)
-            await teardown(list(self.runners.values()), self.stop)
+            # What the units left outside their groups: journaled, ended (at once after a
+            # second Ctrl-C, as the units are) and reaped by the launcher.
+            end_strays = partial(self.launcher.end_strays, partial(journal_stray, self.journal), self.stop.killed)
+            await teardown(list(self.runners.values()), self.stop, end_strays)
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()

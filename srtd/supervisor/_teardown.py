@@ -12,16 +12,17 @@ request (a second Ctrl-C) SIGKILLs every live process at once, whatever its tier
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
 from srtd.errors import exit_for_signal
-from srtd.events import UnitState
-from srtd.launch import signal_name
+from srtd.events import JobState, UnitState
+from srtd.launch import Stray, signal_name
 
 if TYPE_CHECKING:
+    from srtd.supervisor._journal import Journal
     from srtd.supervisor._unit import UnitRunner
 
 
@@ -79,7 +80,12 @@ class Stop:
         return exit_for_signal(self.signum if self.signum is not None else signal.SIGTERM)
 
 
-async def teardown(every: Sequence[UnitRunner], stop: Stop) -> None:
+async def teardown(
+    every: Sequence[UnitRunner], stop: Stop, end_strays: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Every unit down, tier by tier; then what the units left outside their process groups
+    (`end_strays`, the launcher's), so that the host teardown steps, the last tier, run once
+    every process of the job's units is gone; then whatever a teardown step left."""
     hooks = [r for r in every if r.unit.on_teardown]
     runners = [r for r in every if not r.unit.on_teardown]
     # 1. Nothing launches, probes, watches or backs off any more.
@@ -108,8 +114,20 @@ async def teardown(every: Sequence[UnitRunner], stop: Stop) -> None:
             async with anyio.create_task_group() as tier_group:
                 for runner in members:
                     tier_group.start_soon(runner.terminate)
+        if end_strays is not None:
+            await end_strays()
         await run_teardown_steps(hooks, touched=any(r.launched for r in runners))
+        if end_strays is not None and any(r.launched for r in hooks):
+            await end_strays()
         tg.cancel_scope.cancel()
+
+
+def journal_stray(journal: Journal, stray: Stray) -> None:
+    """A stray the launcher found: a job event (docs/events.md, `detail.stray`), which the
+    console shows as a warning."""
+    grace = f"SIGTERM, then SIGKILL after {stray.grace:g} s" if stray.grace > 0 else "SIGKILL"
+    reason = f"{stray.describe()}: ending it ({grace})"
+    journal.emit(None, JobState.STOPPING, reason=reason, detail={"stray": stray.detail()})
 
 
 async def run_teardown_steps(hooks: Sequence[UnitRunner], *, touched: bool) -> None:

@@ -96,3 +96,14 @@ def test_a_waiting_unit_with_no_edge_left_waits_for_its_launch() -> None:
     etcd = edge("etcd")
     rows = progress_rows([runner("w", (etcd,)), runner("v", ())], 0.0, str)  # type: ignore[list-item]
     assert [(r.unit, r.waiting_on) for r in rows] == [("w", "after etcd (ready)"), ("v", "its launch")]
+
+
+def test_a_stray_is_a_warning_in_its_own_words() -> None:
+    reason = "process 7 (sleep 600) outlived unit bench, which left it behind: ending it (SIGKILL)"
+    stray = Event(seq=12, ts=0, state="stopping", prev="stopping", reason=reason, detail={"stray": {"pid": 7}})
+    assert event_message(stray) == (reason, {})
+    out = io.StringIO()
+    console = TerminalConsole(out, tty=False)
+    console.event(stray)
+    console.close()
+    assert "[warning  ] " + reason in out.getvalue()

@@ -16,7 +16,7 @@ import pytest
 from srtd import _early_signals
 from srtd.errors import PlanError
 from srtd.events import JobState, JobView, UnitState
-from srtd.launch import FakeLauncher, FakeRun, StopCause
+from srtd.launch import FakeLauncher, FakeRun, StopCause, Stray
 from srtd.supervisor import JobResult, NullConsole, ScaledClock, Stop, read_journal, relay_signals, supervise
 from srtd.unit import (
     Count,
@@ -92,6 +92,7 @@ async def go(
     transport: httpx.AsyncBaseTransport | None = None,
     default: FakeRun | None = None,
     speed: float = SPEED,
+    strays: Sequence[Stray] = (),
 ) -> Run:
     plan = Plan(
         name="logic",
@@ -104,7 +105,7 @@ async def go(
         hold=hold,
     )
     clock = ScaledClock(speed)
-    launcher = FakeLauncher(script, clock=clock, default=default)
+    launcher = FakeLauncher(script, clock=clock, default=default, strays=strays)
     with anyio.fail_after(30):
         result = await supervise(
             plan, launcher, clock=clock, console=NullConsole(), stop=stop, http_transport=transport
