@@ -202,13 +202,18 @@ class NullConsole(_DrawsAtOnce):
         pass
 
 
+# job events whose reason is their own words: an after-job hook's outcome, the log file
+# system's room, a stray process found
+_OWN_WORDS = frozenset({"publisher", "publishers", "power", "log_space", "stray"})
+
+
 def event_message(event: Event) -> tuple[str, dict[str, Any]]:
     """The readable message and key/values of one event."""
     fields: dict[str, Any] = {}
     subject = event.unit if event.unit is not None else "job"
     if event.detail and isinstance(event.detail.get("result"), dict):
         return f"{subject} result", result_fields(event.detail["result"])
-    if event.unit is None and event.detail and {"publisher", "publishers", "power", "log_space", "stray"} & event.detail.keys():
+    if event.unit is None and event.detail and _OWN_WORDS & event.detail.keys():
         # an after-job hook's outcome, the log file system's room, a stray process found: its
         # own words, not the job's state meanwhile
         return event.reason or "publishers", {}
