@@ -16,6 +16,7 @@ import socket
 import sys
 from pathlib import Path
 
+from srtd._files import SMALL_LIMIT, read_back, write_under
 from srtd.errors import AttachError
 from srtd.runtime import private_dir as _private_dir
 from srtd.runtime import runtime_dir
@@ -65,15 +66,14 @@ def is_live(path: Path, timeout: float = 1.0) -> bool:
 
 def write_pointer(log_dir: Path, path: Path, job_id: str) -> Path:
     pointer = log_dir / POINTER_NAME
-    tmp = pointer.with_name(pointer.name + ".tmp")
-    tmp.write_text(json.dumps({"socket": str(path), "job_id": job_id, "pid": os.getpid()}) + "\n", encoding="utf-8")
-    os.replace(tmp, pointer)
+    document = json.dumps({"socket": str(path), "job_id": job_id, "pid": os.getpid()}) + "\n"
+    write_under(log_dir, pointer, document, error=AttachError)
     return pointer
 
 
 def read_pointer(log_dir: Path) -> Path | None:
     try:
-        data = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))
+        data = json.loads(read_back(log_dir / POINTER_NAME, limit=SMALL_LIMIT, error=ValueError))
         return Path(data["socket"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -82,7 +82,7 @@ def read_pointer(log_dir: Path) -> Path | None:
 def pointer_job_id(log_dir: Path) -> str | None:
     """The job id `attach.json` names."""
     try:
-        job_id = json.loads((log_dir / POINTER_NAME).read_text(encoding="utf-8"))["job_id"]
+        job_id = json.loads(read_back(log_dir / POINTER_NAME, limit=SMALL_LIMIT, error=ValueError))["job_id"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return job_id if isinstance(job_id, str) else None

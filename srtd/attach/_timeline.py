@@ -22,7 +22,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from srtd._files import write_under
 from srtd.attach._view import STATE_STYLE
+from srtd.errors import LaunchError
 from srtd.events import Event, UnitState
 
 GANTT_WIDTH = 60
@@ -326,5 +328,6 @@ def svg_text(timeline: Timeline, width: int = 160) -> str:
 
 
 def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
-    path.write_text(svg_text(timeline, width), encoding="utf-8")
+    """The SVG beside the journal, replacing a regular file only (a link planted there is refused)."""
+    write_under(path.parent, path, svg_text(timeline, width), error=LaunchError)
     return path

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_registry",
         "_lazy",
         "_early_signals",
+        "_files",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),
