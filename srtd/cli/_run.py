@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 def _load_plan_file(path: Path) -> Plan:
+    from pydantic import ValidationError
+
     from srtd._files import PLAN_LIMIT, read_text_back
     from srtd.unit import Plan
 
@@ -31,9 +33,11 @@ def _load_plan_file(path: Path) -> Plan:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
     try:
         plan = Plan.loads(text)
-    except ValueError as err:
-        first = str(err).splitlines()[0]
-        raise PlanError(f"{path}: not a plan written by srtd plan --json ({first})") from None
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        why = f"{where}: {first['msg']}" if where else first["msg"]
+        raise PlanError(f"{path}: not a plan written by srtd plan --json ({why})") from None
     if escaping := plan.outside_log_dir():
         raise PlanError([f"{path}: {line}" for line in escaping])
     return plan
