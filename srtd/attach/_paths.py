@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from srtd._files import SMALL_LIMIT, read_back, write_under
-from srtd.errors import AttachError
+from srtd.errors import AttachError, FileRefused
 from srtd.runtime import private_dir as _private_dir
 from srtd.runtime import runtime_dir
 
@@ -67,7 +67,7 @@ def is_live(path: Path, timeout: float = 1.0) -> bool:
 def write_pointer(log_dir: Path, path: Path, job_id: str) -> Path:
     pointer = log_dir / POINTER_NAME
     document = json.dumps({"socket": str(path), "job_id": job_id, "pid": os.getpid()}) + "\n"
-    write_under(log_dir, pointer, document, error=AttachError)
+    write_under(log_dir, pointer, document, error=FileRefused)
     return pointer
 
 

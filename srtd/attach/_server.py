@@ -324,7 +324,7 @@ async def serve(job: ServicePort) -> AsyncIterator[AttachServer | None]:
     server = AttachServer(job, path, queue_size=_queue_size())
     pointer: Path | None = None
     try:
-        with contextlib.suppress(OSError, AttachError):  # no pointer (a link planted there): attach by job id
+        with contextlib.suppress(OSError):  # no pointer (a link planted there: FileRefused): attach by job id
             job.log_dir.mkdir(parents=True, exist_ok=True)
             pointer = write_pointer(job.log_dir, path, job.plan.job_id)
         async with anyio.create_task_group() as tg:

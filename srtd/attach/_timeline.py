@@ -24,7 +24,7 @@ from rich.text import Text
 
 from srtd._files import write_under
 from srtd.attach._view import STATE_STYLE
-from srtd.errors import LaunchError
+from srtd.errors import FileRefused
 from srtd.events import Event, UnitState
 
 GANTT_WIDTH = 60
@@ -346,5 +346,5 @@ def svg_text(timeline: Timeline, width: int = 160) -> str:
 
 def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
     """The SVG beside the journal, replacing a regular file only (a link planted there is refused)."""
-    write_under(path.parent, path, svg_text(timeline, width), error=LaunchError)
+    write_under(path.parent, path, svg_text(timeline, width), error=FileRefused)
     return path

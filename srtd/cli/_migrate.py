@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import EXIT_INPUT, EXIT_OK, EXIT_WOULD_CHANGE, LaunchError, Problem, RecipeError, UsageError
+from srtd.errors import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_WOULD_CHANGE,
+    FileRefused,
+    LaunchError,
+    Problem,
+    RecipeError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from srtd.recipe import Migration
@@ -28,7 +37,9 @@ def _write(path: Path, text: str) -> None:
     if path.is_dir():
         raise LaunchError(f"{path}: is a directory; -o names the file to write")
     try:
-        write_target(path, text, error=LaunchError)
+        write_target(path, text, error=FileRefused)
+    except FileRefused:  # it names the file and why
+        raise
     except OSError as err:
         raise LaunchError(f"{path}: cannot write: {err.strerror or err}") from None
 

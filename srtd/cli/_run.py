@@ -13,7 +13,7 @@ from srtd._files import write_under
 from srtd.cli._inputs import PlanChoice, plan_options, read_inputs
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
-from srtd.errors import LaunchError, PlanError, UsageError
+from srtd.errors import FileRefused, LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
     from srtd.launch import PortClaim, SlurmLauncher
@@ -58,7 +58,9 @@ def _prepare_log_dir(plan: Plan) -> Path:
     if not os.access(log_dir, os.W_OK):
         raise LaunchError(f"the log directory {log_dir} is not writable")
     try:
-        write_under(log_dir, log_dir / "plan.json", plan.dumps(), error=LaunchError)
+        write_under(log_dir, log_dir / "plan.json", plan.dumps(), error=FileRefused)
+    except FileRefused:  # it names the file and why
+        raise
     except OSError as err:
         raise LaunchError(f"cannot write {log_dir / 'plan.json'}: {err.strerror}") from None
     return log_dir

@@ -20,7 +20,7 @@ import click
 from srtd._files import write_under
 from srtd.attach import srtd_command
 from srtd.cli._main import cli
-from srtd.errors import EXIT_OK, LaunchError, UsageError
+from srtd.errors import EXIT_OK, FileRefused, LaunchError, UsageError
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -91,13 +91,13 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
-        write_under(log_dir, log_dir / FROZEN_RECIPE, recipe_text, error=LaunchError)
+        write_under(log_dir, log_dir / FROZEN_RECIPE, recipe_text, error=FileRefused)
         if cluster_file is not None:
-            write_under(log_dir, log_dir / FROZEN_CLUSTER, cluster_file.read_bytes(), error=LaunchError)
-        write_under(log_dir, log_dir / SCRIPT_NAME, sub.script, error=LaunchError)
-    except (OSError, LaunchError) as e:
+            write_under(log_dir, log_dir / FROZEN_CLUSTER, cluster_file.read_bytes(), error=FileRefused)
+        write_under(log_dir, log_dir / SCRIPT_NAME, sub.script, error=FileRefused)
+    except OSError as e:
         cancel_job(sub.job_id)
-        why = e.strerror if isinstance(e, OSError) else str(e)
+        why = e.strerror or str(e)
         raise LaunchError(f"cannot freeze the recipe into {log_dir}: {why}; job {sub.job_id} cancelled") from e
     release_job(sub.job_id)
 

@@ -38,7 +38,7 @@ import anyio
 import structlog
 
 from srtd._files import open_file
-from srtd.errors import LaunchError
+from srtd.errors import FileRefused, LaunchError
 from srtd.launch._guardian import Guardian
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import ExitStatus
@@ -240,7 +240,7 @@ class LocalLauncher:
         argv = self._prefix + unit_argv(unit)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(open_file(log_path, error=LaunchError), "wb") as out:  # a link or FIFO there: refused
+            with open(open_file(log_path, error=FileRefused), "wb") as out:  # a link or FIFO there: refused
                 popen = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,

@@ -49,7 +49,7 @@ import anyio.abc
 import structlog
 
 from srtd._files import open_file, open_under
-from srtd.errors import LaunchError
+from srtd.errors import FileRefused, LaunchError
 from srtd.launch._controller import Controller, list_steps, parse_duration
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
@@ -201,7 +201,7 @@ class SlurmLauncher:
         messages = self.log_dir / STEP_DIR / f"{step}.srun"
 
         def spawn() -> subprocess.Popen[bytes]:
-            fd = open_under(self.log_dir, messages, error=LaunchError)  # no link, no FIFO, below the log dir
+            fd = open_under(self.log_dir, messages, error=FileRefused)  # no link, no FIFO, below the log dir
             with open(fd, "wb") as out:  # srun's chatter of this run only: it is judged
                 return subprocess.Popen(
                     argv,
@@ -215,7 +215,7 @@ class SlurmLauncher:
 
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(open_file(log_path, error=LaunchError))
+            os.close(open_file(log_path, error=FileRefused))
             record.parent.mkdir(parents=True, exist_ok=True)
             record.unlink(missing_ok=True)
             handle = SlurmHandle(self, unit, step, spawn)

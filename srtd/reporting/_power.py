@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from srtd._files import open_file, write_under
-from srtd.errors import EXIT_POWER, LaunchError
+from srtd.errors import EXIT_POWER, FileRefused
 from srtd.events import Event
 from srtd.supervisor import AfterJob, AfterJobFailure, AfterJobHook, Service
 from srtd.unit import PowerEndpoint, PowerSampling, UnitKind
@@ -300,7 +300,7 @@ class PowerSampler:
 
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / WINDOWS_DIR).mkdir(exist_ok=True)
-        fd = open_file(self.dir / SAMPLES_FILE, error=LaunchError)
+        fd = open_file(self.dir / SAMPLES_FILE, error=FileRefused)
         self._csv = open(fd, "w", newline="", encoding="utf-8")  # noqa: SIM115  (closed when sampling ends)
         csv.writer(self._csv).writerow(SAMPLES_HEADER)
         timeout = httpx.Timeout(self.power.request_timeout_seconds)
@@ -416,7 +416,7 @@ class PowerSampler:
         }
         with contextlib.suppress(OSError):  # a full disk: the verdict still decides, the journal says it
             self.dir.mkdir(parents=True, exist_ok=True)
-            write_under(self.dir, self.dir / MANIFEST_FILE, json.dumps(doc, indent=2) + "\n", error=LaunchError)
+            write_under(self.dir, self.dir / MANIFEST_FILE, json.dumps(doc, indent=2) + "\n", error=FileRefused)
 
 
 async def _read_capped(client: httpx.AsyncClient, url: str) -> str:

@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 
 from srtd._files import OUTPUT_LIMIT, open_file, read_back
-from srtd.errors import EXIT_PUBLISH, LaunchError
+from srtd.errors import EXIT_PUBLISH, FileRefused
 from srtd.results import RESULTS_NAME
 from srtd.supervisor import AfterJob, AfterJobFailure
 from srtd.unit import Plan, Publisher
@@ -68,7 +68,7 @@ async def run_publisher(publisher: Publisher, document: bytes, log: Path) -> tup
     """Run one publisher: (outcome `ok` / `failed` / `timeout`, its exit code, seconds)."""
     started = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(open_file(log, append=True, keep=True, error=LaunchError), "ab") as out:
+    with open(open_file(log, append=True, keep=True, error=FileRefused), "ab") as out:
         process = await anyio.open_process(
             list(publisher.argv), stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True
         )

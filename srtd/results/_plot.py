@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from srtd._files import write_target
-from srtd.errors import LaunchError, UsageError
+from srtd.errors import FileRefused, UsageError
 from srtd.results._table import Row
 
 SIZE_INCHES = (12.0, 5.0)
@@ -67,7 +67,7 @@ def plot(rows: Sequence[Row], path: Path) -> Path:
     fig.savefig(picture, format=fmt, dpi=DPI)
     plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_target(path, picture.getvalue(), error=LaunchError)  # a link, FIFO or device there: refused
+    write_target(path, picture.getvalue(), error=FileRefused)  # a link, FIFO or device there: refused
     return path
 
 

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 
 from srtd._files import create_under, write_under
-from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
+from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, FileRefused, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
 from srtd.supervisor._after import AfterJobHook, run_after_job
@@ -97,7 +97,9 @@ def write_files(plan: Plan) -> None:
         if not within(plan.log_dir, name):
             raise LaunchError(f"the generated file {path} is outside the log directory {plan.log_dir}")
         try:
-            write_under(Path(plan.log_dir), path, content, error=LaunchError)
+            write_under(Path(plan.log_dir), path, content, error=FileRefused)
+        except FileRefused:  # it names the file and why
+            raise
         except OSError as e:
             raise LaunchError(f"cannot write the generated file {path}: {e}") from e
 
@@ -206,7 +208,9 @@ class Job:
         if not within(str(self.log_dir), str(log_path)):  # the plan was checked; this is where it is written
             raise LaunchError(f"{unit.name}: log {log_path} is outside the log directory {self.log_dir}")
         try:  # made here, below the log directory and through no link; the launcher reopens it
-            create_under(self.log_dir, log_path, error=LaunchError)
+            create_under(self.log_dir, log_path, error=FileRefused)
+        except FileRefused:  # it names the file and why
+            raise
         except OSError as e:
             raise LaunchError(f"{unit.name}: cannot create its log {log_path}: {e.strerror}") from e
         return await self.launcher.start(unit, attempt=attempt, log_path=log_path)

@@ -36,7 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import ValidationError
 
 from srtd._files import JOURNAL_LIMIT, open_file, read_back
-from srtd.errors import LaunchError
+from srtd.errors import FileRefused
 from srtd.events import Event, EventFacts, JobState, JobView, UnitState
 
 Listener = Callable[[Event], None]
@@ -76,7 +76,7 @@ class Journal:
         self.dropped_subscribers = 0
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = open_file(path, append=True, error=LaunchError)  # a planted link or FIFO is refused
+            self._fd = open_file(path, append=True, error=FileRefused)  # a planted link or FIFO is refused
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from srtd._files import write_under
-from srtd.errors import LaunchError
+from srtd.errors import FileRefused
 from srtd.events import Event, JobView
 from srtd.launch import ExitStatus
 from srtd.supervisor._console import SummaryRow, render_table_text
@@ -112,5 +112,5 @@ def write_postmortem(
         sections.append("")
     sections.append("== timeline ==")
     sections.append(timeline(events))
-    write_under(path.parent, path, "\n".join(sections), error=LaunchError)
+    write_under(path.parent, path, "\n".join(sections), error=FileRefused)
     return path
