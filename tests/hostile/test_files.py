@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from srtd.results import Point, Results, Verdict
 from srtd.unit import Plan, Unit, UnitKind
 from tests.hostile.helpers import EXAMPLE_JOURNAL, bounded, one_line, srtd
 
@@ -297,3 +298,27 @@ def test_a_saved_plan_with_a_nan_or_negative_timeout_is_exit_2(tmp_path: Path, v
         f"srtd: {tmp_path}/plan-in.json: not a plan written by srtd plan --json (units.0.terminate_timeout: {why})",
     )
     assert list((tmp_path / "logs").iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_results_plot_onto_a_link_or_fifo_refuses_and_leaves_it_alone(tmp_path: Path, kind: str) -> None:
+    pytest.importorskip("matplotlib")
+    point = Point(concurrency=2, requests_sent=4, requests_succeeded=4, output_tok_s=10.0)
+    job = Results(
+        job="j", job_id="7", unit="b", reader="srtd", path="b.json", points=(point,), verdict=Verdict(ok=True)
+    )
+    (tmp_path / "results.json").write_text(job.model_dump_json())
+    (tmp_path / "victim").write_text("keep me\n")
+    target = tmp_path / "plot.svg"
+    if kind == "link":
+        target.symlink_to(tmp_path / "victim")
+    else:
+        os.mkfifo(target)
+    result = bounded("results", str(tmp_path), "--plot", str(target), cwd=tmp_path)
+    what = "a symbolic link" if kind == "link" else "a FIFO"
+    assert (result.code, one_line(result.stderr)) == (
+        3,
+        f"srtd: {target}: is {what}; srtd replaces only a regular file",
+    )
+    assert (tmp_path / "victim").read_text() == "keep me\n"
+    assert target.is_symlink() if kind == "link" else stat.S_ISFIFO(os.lstat(target).st_mode)
