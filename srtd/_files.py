@@ -119,9 +119,20 @@ def open_under(root: Path, path: Path, *, append: bool = False, keep: bool = Fal
     return fd
 
 
-def create_under(root: Path, path: Path, *, error: type[Exception]) -> None:
-    """`path`, inside `root`, as an empty regular file (its directories made, no link followed)."""
-    os.close(open_under(root, path, error=error))
+def check_under(root: Path, path: Path, *, error: type[Exception]) -> None:
+    """`path`'s directories inside `root` made through no link, and nothing but a regular
+    file (or nothing) at its name; whoever writes it opens it with `open_file`."""
+    dir_fd, name = _walk(root, path, error)
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(dir_fd)
+    if stat.S_ISLNK(mode):
+        raise error(f"{path}: is a symbolic link; srtd does not follow links here")
+    if not stat.S_ISREG(mode):
+        raise _refusal(path, mode, error)
 
 
 def open_file(path: Path, *, append: bool = False, keep: bool = False, error: type[Exception]) -> int:

@@ -98,10 +98,9 @@ class Event(BaseModel):
     @model_validator(mode="after")
     def _known_states(self) -> Event:
         states = UnitState if self.unit is not None else JobState
-        for value in (self.state, self.prev):
-            if value is not None and value not in states.__members__.values():
-                kind = "unit" if self.unit is not None else "job"
-                raise ValueError(f"{value!r} is not a {kind} state ({', '.join(states)})")
+        if self.state not in states.__members__.values():  # the fold needs it; `prev` is only shown
+            kind = "unit" if self.unit is not None else "job"
+            raise ValueError(f"{self.state!r} is not a {kind} state ({', '.join(states)})")
         if self.detail is not None:
             _Detail.model_validate(self.detail)
         return self

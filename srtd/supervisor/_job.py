@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 import anyio.abc
 
-from srtd._files import create_under, write_under
+from srtd._files import check_under, write_under
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, FileRefused, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
@@ -207,8 +207,8 @@ class Job:
     async def launch(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle:
         if not within(str(self.log_dir), str(log_path)):  # the plan was checked; this is where it is written
             raise LaunchError(f"{unit.name}: log {log_path} is outside the log directory {self.log_dir}")
-        try:  # made here, below the log directory and through no link; the launcher reopens it
-            create_under(self.log_dir, log_path, error=FileRefused)
+        try:  # its directories made through no link, no link or FIFO at its name; the launcher opens it
+            check_under(self.log_dir, log_path, error=FileRefused)
         except FileRefused:  # it names the file and why
             raise
         except OSError as e:
