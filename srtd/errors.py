@@ -161,6 +161,14 @@ class LaunchError(SrtdError):
     """A launcher could not start a unit, or the job's environment is unusable."""
 
 
+class FileRefused(LaunchError, OSError):
+    """A name srtd was to write is a link, a FIFO or a device (docs/security.md): refused.
+
+    An `OSError` too, so that a best-effort write (the post-mortem, a manifest) that
+    tolerates a full disk tolerates this the same way; exit 3 where it reaches the user.
+    """
+
+
 class AttachError(SrtdError):
     """No running job to attach to, or the job refused the connection."""
 

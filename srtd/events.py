@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 JOURNAL_FORMAT = 1
 
@@ -54,6 +54,28 @@ class EventFacts(TypedDict, total=False):
     detail: dict[str, Any] | None
 
 
+class _Detail(BaseModel):
+    """The `detail` keys a reader of the journal relies on, with their types (docs/events.md).
+
+    Checked when an event is read, so a journal line with `"units": 5` or a state no
+    release of srtd wrote is a skipped line, never a crash of the fold or the timeline.
+    Other keys pass as they are.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    job: str | None = None
+    job_id: str | None = None
+    units: list[str] | None = None
+    nodes: dict[str, str] | None = None
+    tiers: dict[str, int] | None = None
+    log: str | None = None
+    step: str | None = None
+    seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    after: list[str] | None = None
+    result: dict[str, Any] | None = None
+
+
 class Event(BaseModel):
     """One state change.  `unit` is None for job-level events."""
 
@@ -72,6 +94,16 @@ class Event(BaseModel):
     attempt: Annotated[int, Field(ge=0)] | None = None
     pid: Annotated[int, Field(ge=0, le=1 << 32)] | None = None
     detail: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _known_states(self) -> Event:
+        states = UnitState if self.unit is not None else JobState
+        if self.state not in states.__members__.values():  # the fold needs it; `prev` is only shown
+            kind = "unit" if self.unit is not None else "job"
+            raise ValueError(f"{self.state!r} is not a {kind} state ({', '.join(states)})")
+        if self.detail is not None:
+            _Detail.model_validate(self.detail)
+        return self
 
     def to_line(self) -> str:
         return self.model_dump_json(exclude_none=True) + "\n"

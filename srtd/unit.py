@@ -41,7 +41,16 @@ def within(log_dir: str, path: str) -> bool:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A saved plan.json is read back as it is: no number in it may be NaN or infinite.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# The plan's kinds of number.  A saved plan with a negative timeout or a zero interval is
+# refused when read (`srtd run PLAN.json`, exit 2), never run into a busy loop or a crash.
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a duration, a timeout
+Interval = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # a period between two tries
+Amount = Annotated[int, Field(ge=0)]  # a count, an index, a tier
+Port = Annotated[int, Field(ge=0, le=65535)]
 
 
 class UnitKind(StrEnum):
@@ -77,7 +86,7 @@ class TcpProbe(_Frozen):
 
     type: Literal["tcp"] = "tcp"
     node: str
-    port: int
+    port: Port
 
 
 class HttpProbe(_Frozen):
@@ -85,7 +94,7 @@ class HttpProbe(_Frozen):
 
     type: Literal["http"] = "http"
     node: str
-    port: int
+    port: Port
     path: str = "/health"
     status: int = 200
 
@@ -129,13 +138,13 @@ class WorkerCountProbe(_Frozen):
 
     type: Literal["workers"] = "workers"
     node: str
-    port: int
+    port: Port
     path: str
     status: int = 200
     prefill: tuple[Count, ...] = ()
     decode: tuple[Count, ...] = ()
-    expect_prefill: int = 0
-    expect_decode: int = 0
+    expect_prefill: Amount = 0
+    expect_decode: Amount = 0
 
 
 Probe = Annotated[TcpProbe | HttpProbe | LogProbe | FileProbe | WorkerCountProbe, Field(discriminator="type")]
@@ -143,8 +152,8 @@ Probe = Annotated[TcpProbe | HttpProbe | LogProbe | FileProbe | WorkerCountProbe
 
 class Readiness(_Frozen):
     probe: Probe
-    timeout_seconds: float = 120.0
-    interval_seconds: float = 2.0
+    timeout_seconds: Seconds = 120.0
+    interval_seconds: Interval = 2.0
 
 
 class Liveness(_Frozen):
@@ -159,10 +168,10 @@ class Liveness(_Frozen):
     """
 
     probe: Annotated[TcpProbe | HttpProbe | LogProbe, Field(discriminator="type")] | None = None
-    period_seconds: float = 10.0
-    timeout_seconds: float = 5.0
-    failure_threshold: int = 3
-    log_silence_seconds: float | None = None
+    period_seconds: Interval = 10.0
+    timeout_seconds: Seconds = 5.0
+    failure_threshold: Amount = 3
+    log_silence_seconds: Seconds | None = None
 
 
 # --------------------------------------------------------------------------- restart
@@ -178,12 +187,12 @@ class Restart(_Frozen):
     """How a unit is relaunched when it exits.  Counts are per unit over the job."""
 
     policy: RestartMode = RestartMode.NEVER
-    max_restarts: int = 3
-    backoff_seconds: float = 10.0
-    max_backoff_seconds: float = 300.0
+    max_restarts: Amount = 3
+    backoff_seconds: Seconds = 10.0
+    max_backoff_seconds: Seconds = 300.0
     # After this long running cleanly (ready, if it has a probe) the backoff starts
     # again from `backoff_seconds`.  `max_restarts` still counts over the whole job.
-    stable_seconds: float = 300.0
+    stable_seconds: Seconds = 300.0
 
     def restarts_on(self, exit_code: int | None) -> bool:
         if self.policy is RestartMode.ALWAYS:
@@ -236,12 +245,12 @@ SRUN_OWNED_FLAGS = frozenset(
 class Srun(_Frozen):
     """Knobs the Slurm launcher turns into srun flags; the local launcher ignores them."""
 
-    ntasks: int = 1
+    ntasks: Amount = 1
     mpi: str | None = None
     oversubscribe: bool = False
-    cpus_per_task: int | None = None
+    cpus_per_task: Amount | None = None
     cpu_bind: str | None = None
-    het_group: int | None = None
+    het_group: Amount | None = None
     options: dict[str, str] = Field(default_factory=dict)  # --key=value, "" -> --key
     export_env: dict[str, str] = Field(default_factory=dict)  # srun --export=ALL,K=V
     shell: bool = True  # False: run argv bare (shell-less images); env goes through export_env
@@ -262,7 +271,7 @@ class ResultsSpec(_Frozen):
 
     reader: str
     path: str
-    gpus: int = 0
+    gpus: Amount = 0
     gate: bool = True
 
 
@@ -297,12 +306,12 @@ class Unit(_Frozen):
     restart: Restart = Field(default_factory=Restart)
     critical: bool = True
     terminal: bool = False
-    tier: int = 0  # teardown order: 0 first, then 1, then 2
-    terminate_timeout: float = 30.0
-    run_timeout: float | None = None  # one-shot units (clone, build) are killed after this
+    tier: Amount = 0  # teardown order: 0 first, then 1, then 2
+    terminate_timeout: Seconds = 30.0
+    run_timeout: Seconds | None = None  # one-shot units (clone, build) are killed after this
     group: str | None = None  # units of one group restart together (a multi-node worker)
     role: str | None = None
-    index: int | None = None
+    index: Amount | None = None
     implied_by: str | None = None  # why an implicit service is in the plan
     results: ResultsSpec | None = None  # a benchmark's measurements; in the JSON only when set
     # launched by the job's teardown, after every tier is down, instead of at start (a host
@@ -336,7 +345,7 @@ class Publisher(_Frozen):
 
     name: str
     argv: tuple[str, ...]
-    timeout_seconds: float = 60.0
+    timeout_seconds: Seconds = 60.0
     log: str
 
 
@@ -365,8 +374,8 @@ class PowerSampling(_Frozen):
     metric: str  # the power metric as the exporter writes it (its scope when it has one)
     index_label: str
     identity_label: str | None = None
-    interval_seconds: float = 1.0
-    request_timeout_seconds: float = 2.0
+    interval_seconds: Interval = 1.0
+    request_timeout_seconds: Seconds = 2.0
     required: bool = False
 
 
@@ -403,9 +412,9 @@ class TeardownBudget(_Frozen):
     """Σ over tiers of the slowest unit of the tier, against what Slurm allows."""
 
     tiers: dict[str, float] = Field(default_factory=dict)  # tier -> largest terminate timeout
-    total_seconds: float = 0.0
-    kill_wait_seconds: float = 30.0
-    early_warning_seconds: int = 0  # sbatch --signal=B:USR1@<s>
+    total_seconds: Seconds = 0.0
+    kill_wait_seconds: Seconds = 30.0
+    early_warning_seconds: Amount = 0  # sbatch --signal=B:USR1@<s>
     fits: bool = True
 
 
@@ -413,10 +422,10 @@ class Sbatch(_Frozen):
     """What the sbatch wrapper asks Slurm for."""
 
     job_name: str
-    nodes: int
-    ntasks: int
-    ntasks_per_node: int = 1
-    gpus_per_node: int | None = None
+    nodes: Amount
+    ntasks: Amount
+    ntasks_per_node: Amount = 1
+    gpus_per_node: Amount | None = None
     account: str | None = None
     partition: str | None = None
     time_limit: str | None = None
@@ -448,7 +457,7 @@ class Plan(_Frozen):
     srun_lines: dict[str, str] = Field(default_factory=dict)
     reporting: StatusReporting | None = None  # None: no status reporting (and no key in the JSON)
     # added to every port srtd chose (docs/topology.md); left out of the JSON while 0
-    port_offset: int = 0
+    port_offset: Amount = 0
     publishers: tuple[Publisher, ...] = ()  # run after the job in this order; left out of the JSON while empty
     power: PowerSampling | None = None  # srtd samples GPU power (telemetry.enabled); no key in the JSON without
 

@@ -5,7 +5,7 @@ the replay of a finished job, and its startup timeline.  See docs/attach.md.
 - `Connection`, `connect`, `running_jobs`: the client side
 - `journal_end`, `journal_events`, `journal_view`: a job's journal read from its log directory
 - `list_jobs`, `ListedJob`: `srtd ps` (this node's sockets and this user's srtd jobs on the cluster)
-- `unit_logs`, `unit_log`, `follow_log`: `srtd logs` (a unit's log from the log directory)
+- `unit_logs`, `unit_log`, `open_log`, `follow_log`: `srtd logs` (a unit's log from the log directory)
 - `run_relay`, `RELAY_STEP`: the relay step's side (`srtd relay`), reached from off the node
 - `render_view`, `render_timeline`, `Timeline`, `build_timeline`, `write_svg`: the views
   (rich renderables, also used headless, and the timeline's SVG)
@@ -24,7 +24,7 @@ from srtd._lazy import lazy_attributes
 if TYPE_CHECKING:
     from srtd.attach._client import Connection, RunningJob, connect, running_jobs
     from srtd.attach._jobs import DEAD, ListedJob, gone_note, journal_end, journal_events, journal_view, list_jobs
-    from srtd.attach._logs import follow_log, unit_log, unit_logs
+    from srtd.attach._logs import follow_log, open_log, unit_log, unit_logs
     from srtd.attach._paths import pointer_job_id, srtd_command
     from srtd.attach._protocol import event_of, snapshot_message, view_of
     from srtd.attach._relay import RELAY_STEP, run_relay
@@ -42,7 +42,7 @@ _LAZY = {
     },
     **{n: ("_relay", n) for n in ("RELAY_STEP", "run_relay")},
     **{n: ("_paths", n) for n in ("pointer_job_id", "srtd_command")},
-    **{n: ("_logs", n) for n in ("follow_log", "unit_log", "unit_logs")},
+    **{n: ("_logs", n) for n in ("follow_log", "open_log", "unit_log", "unit_logs")},
     **{n: ("_protocol", n) for n in ("event_of", "snapshot_message", "view_of")},
     "serve": ("_server", "serve"),
     **{
@@ -78,6 +78,7 @@ __all__ = [
     "journal_events",
     "journal_view",
     "list_jobs",
+    "open_log",
     "pointer_job_id",
     "render_timeline",
     "render_view",

@@ -14,10 +14,13 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
+from srtd._files import open_read
 from srtd.attach._jobs import journal_view
 from srtd.errors import AttachError
 from srtd.events import FINAL_JOB_STATES
+from srtd.unit import within
 
 FOLLOW_POLL = 0.2  # seconds between looks at a followed log
 _CHUNK = 64 * 1024
@@ -38,7 +41,16 @@ def unit_log(log_dir: Path, unit: str) -> Path:
     log = logs[unit]
     if log is None:
         raise AttachError(f"{unit} has not started: it has no log yet")
+    # The journal is a file anyone who can write the log directory can edit: the log it
+    # names is read only when it lies inside that directory, links resolved.
+    if not within(os.path.realpath(log_dir), os.path.realpath(log)):
+        raise AttachError(f"{log_dir}: the journal names {log} as {unit}'s log, outside the log directory; refusing it")
     return Path(log)
+
+
+def open_log(path: Path) -> BinaryIO:
+    """The log for reading: a regular file only, its final name no link, and no FIFO's block."""
+    return open(open_read(path, follow=False, error=AttachError), "rb")
 
 
 def _ended(log_dir: Path) -> bool:
@@ -54,7 +66,7 @@ def follow_log(path: Path, log_dir: Path, *, poll: float = FOLLOW_POLL) -> Itera
     while True:
         if handle is None:
             try:
-                handle = open(path, "rb")  # noqa: SIM115  (held across the loop; closed below)
+                handle = open_log(path)  # held across the loop; closed below
                 inode = os.fstat(handle.fileno()).st_ino
             except OSError:
                 handle = None

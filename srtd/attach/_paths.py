@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from srtd._files import SMALL_LIMIT, read_back, write_under
 from srtd._json import loads_bounded
-from srtd.errors import AttachError
+from srtd.errors import AttachError, FileRefused
 from srtd.runtime import private_dir as _private_dir
 from srtd.runtime import runtime_dir
 
@@ -83,7 +84,10 @@ def serving_facts(log_dir: Path, path: Path, job_id: str) -> dict[str, Any]:
 
 
 def write_pointer(log_dir: Path, facts: Mapping[str, Any]) -> Path:
-    return _write_json(log_dir / POINTER_NAME, facts)
+    """`attach.json`, in a log directory srtd may not own outright: no planted link followed."""
+    pointer = log_dir / POINTER_NAME
+    write_under(log_dir, pointer, json.dumps(facts) + "\n", error=FileRefused)
+    return pointer
 
 
 def record_path(path: Path) -> Path:
@@ -97,10 +101,8 @@ def write_record(path: Path, facts: Mapping[str, Any]) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():  # a FIFO there would block the read
-        return None
-    try:
-        data = loads_bounded(path.read_text(encoding="utf-8"))  # deep nesting: a ValueError
+    try:  # a regular file of a bounded size only (a FIFO there would block); deep nesting: a ValueError
+        data = loads_bounded(read_back(path, limit=SMALL_LIMIT, error=ValueError))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -22,7 +22,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from srtd._files import write_under
 from srtd.attach._view import STATE_STYLE
+from srtd.errors import FileRefused
 from srtd.events import Event, UnitState
 
 GANTT_WIDTH = 60
@@ -101,11 +103,22 @@ def _rel(ts: float, t0: float) -> float:
     return round(ts - t0, 3)
 
 
-def _first(events: Sequence[Event], unit: str, state: str, before: float | None = None) -> Event | None:
-    for e in events:
-        if e.unit == unit and e.state == state and (before is None or e.ts <= before):
+def _first(mine: Sequence[Event], state: str, before: float | None = None) -> Event | None:
+    """The first of one unit's events in `state` (at `before` or earlier)."""
+    for e in mine:
+        if e.state == state and (before is None or e.ts <= before):
             return e
     return None
+
+
+def _by_unit(events: Sequence[Event]) -> dict[str, list[Event]]:
+    """Each unit's events, in order: one pass, so that a job of thousands of units is not
+    read once per unit."""
+    mine: dict[str, list[Event]] = {}
+    for e in events:
+        if e.unit is not None:
+            mine.setdefault(e.unit, []).append(e)
+    return mine
 
 
 def build(events: Sequence[Event]) -> Timeline:
@@ -121,20 +134,21 @@ def build(events: Sequence[Event]) -> Timeline:
     running = next((e.ts for e in events if e.unit is None and e.state == "running"), None)
     job_state = next((e.state for e in reversed(events) if e.unit is None), "starting")
 
+    by_unit = _by_unit(events)
     units: dict[str, UnitTimeline] = {}
     for name in order:
-        mine = [e for e in events if e.unit == name]
+        mine = by_unit.get(name, [])
         line = UnitTimeline(name, tiers.get(name), nodes.get(name))
         for i, e in enumerate(mine):
             stop = mine[i + 1].ts if i + 1 < len(mine) else end
             line.segments.append(Segment(e.state, _rel(e.ts, t0), _rel(stop, t0)))
             line.restarts = max(line.restarts, e.attempt or 0)
             line.final = e.state
-        launch = _first(mine, name, "starting")
-        ready = _first(mine, name, "ready")
+        launch = _first(mine, "starting")
+        ready = _first(mine, "ready")
         if launch is not None:
             line.launched = _rel(launch.ts, t0)
-            wait = _first(mine, name, "waiting", before=launch.ts)
+            wait = _first(mine, "waiting", before=launch.ts)
             line.waited = round(launch.ts - wait.ts, 3) if wait is not None else 0.0
         if ready is not None:
             line.ready = _rel(ready.ts, t0)
@@ -148,7 +162,7 @@ def build(events: Sequence[Event]) -> Timeline:
         duration=_rel(end, t0),
         running=_rel(running, t0) if running is not None else None,
         units=list(units.values()),
-        chain=_chain(events, units, running),
+        chain=_chain(events, by_unit, units, running),
         teardown=_teardown(events, tiers, t0),
         results=[
             ResultMark(e.unit, _rel(e.ts, t0), e.detail["result"])
@@ -158,13 +172,15 @@ def build(events: Sequence[Event]) -> Timeline:
     )
 
 
-def _condition_time(events: Sequence[Event], unit: str, condition: str, before: float) -> float | None:
+def _condition_time(mine: Sequence[Event], condition: str, before: float) -> float | None:
     state = {"started": "starting", "ready": "ready", "succeeded": "stopped"}[condition]
-    hit = _first(events, unit, state, before=before)
+    hit = _first(mine, state, before=before)
     return hit.ts if hit is not None else None
 
 
-def _chain(events: Sequence[Event], units: dict[str, UnitTimeline], running: float | None) -> list[Link]:
+def _chain(
+    events: Sequence[Event], by_unit: dict[str, list[Event]], units: dict[str, UnitTimeline], running: float | None
+) -> list[Link]:
     """From the last unit to become ready (before the job ran) back along its edges."""
     limit = running if running is not None else events[-1].ts
     readies = [e for e in events if e.unit in units and e.state == "ready" and e.ts <= limit]
@@ -176,16 +192,17 @@ def _chain(events: Sequence[Event], units: dict[str, UnitTimeline], running: flo
     while current is not None and current not in seen:
         seen.add(current)
         line = units[current]
-        launch = _first(events, current, "starting")
+        mine = by_unit.get(current, [])
+        launch = _first(mine, "starting")
         if launch is None or line.launched is None:
             break
-        wait = _first(events, current, "waiting", before=launch.ts)
+        wait = _first(mine, "waiting", before=launch.ts)
         released_by: tuple[float, str, str] | None = None
         for edge in (wait.detail or {}).get("after", []) if wait is not None else []:
             match = _EDGE.match(edge)
             if match is None or match["unit"] not in units:
                 continue
-            at = _condition_time(events, match["unit"], match["condition"], launch.ts)
+            at = _condition_time(by_unit.get(match["unit"], []), match["condition"], launch.ts)
             if at is not None and (released_by is None or at > released_by[0]):
                 released_by = (at, match["unit"], edge)
         links.append(
@@ -208,15 +225,14 @@ def _teardown(events: Sequence[Event], tiers: dict[str, int], t0: float) -> list
     if stopping is None:
         return []
     spans: dict[int, list[float]] = {}
-    names: dict[int, list[str]] = {}
+    names: dict[int, dict[str, None]] = {}  # each tier's units, in order, each once
     for e in events:
         if e.unit is None or e.seq < stopping or e.state not in ("stopping", "stopped", "failed"):
             continue
         tier = tiers.get(e.unit, 0)
         spans.setdefault(tier, []).append(e.ts)
-        if e.unit not in names.setdefault(tier, []):
-            names[tier].append(e.unit)
-    return [TierStop(t, _rel(min(spans[t]), t0), _rel(max(spans[t]), t0), names[t]) for t in sorted(spans)]
+        names.setdefault(tier, {})[e.unit] = None
+    return [TierStop(t, _rel(min(spans[t]), t0), _rel(max(spans[t]), t0), list(names[t])) for t in sorted(spans)]
 
 
 # ---------------------------------------------------------------- rendering
@@ -258,6 +274,9 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
     for column in ("unit", "tier", "waited", "launched", "ready at", "launch→ready", "restarts", "end"):
         table.add_column(column, justify="right" if column not in ("unit", "end") else "left")
     table.add_column(f"0 s {'states':^{width - 12}} {timeline.duration:.1f} s", no_wrap=True)
+    marks: dict[str, list[float]] = {}
+    for mark in timeline.results:
+        marks.setdefault(mark.unit, []).append(mark.at)
     for line in timeline.units:
         table.add_row(
             line.name,
@@ -268,7 +287,7 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
             _seconds(line.launch_to_ready),
             str(line.restarts),
             line.final,
-            _bar(line, timeline.duration, width, [m.at for m in timeline.results if m.unit == line.name]),
+            _bar(line, timeline.duration, width, marks.get(line.name, ())),
         )
     legend = Text("  ")
     for state in ("waiting", "starting", "ready", "exited", "backoff", "stopping", "failed"):
@@ -326,5 +345,6 @@ def svg_text(timeline: Timeline, width: int = 160) -> str:
 
 
 def write_svg(timeline: Timeline, path: Path, width: int = 160) -> Path:
-    path.write_text(svg_text(timeline, width), encoding="utf-8")
+    """The SVG beside the journal, replacing a regular file only (a link planted there is refused)."""
+    write_under(path.parent, path, svg_text(timeline, width), error=FileRefused)
     return path

@@ -36,6 +36,9 @@ from typing import Any
 
 import click
 
+from srtd._files import open_file, write_target
+from srtd.errors import FileRefused
+
 #: aiperf 0.13.0 cannot load a local tokenizer directory with these set (it goes to the
 #: hub's cache lookup and rejects the path as a repo id); a local path needs no hub anyway.
 _HUB_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -146,7 +149,7 @@ def run_level(s: Settings, concurrency: int) -> Level:
     say(f"concurrency {concurrency}: {shlex.join(argv)}")
     console = out / "aiperf.out"
     try:
-        with console.open("w") as sink:
+        with open(open_file(console, error=FileRefused), "w") as sink:
             done = subprocess.run(argv, stdout=sink, stderr=subprocess.STDOUT, env=aiperf_env(s.tokenizer), check=False)
         code = done.returncode
     except OSError as exc:
@@ -199,9 +202,7 @@ def write_output(s: Settings, levels: list[Level], failures: list[str], output: 
         "failures": failures,
     }
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, output)
+    write_target(output, json.dumps(result, indent=2) + "\n", error=FileRefused)  # a link there: refused
 
 
 def window(action: str) -> str | None:
@@ -237,9 +238,7 @@ def mark_window(concurrency: int, start: float, end: float | None = None, why: s
     path = Path(folder) / f"aiperf_c{concurrency}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        os.replace(tmp, path)
+        write_target(path, json.dumps(doc, indent=2) + "\n", error=FileRefused)
     except OSError as e:  # the benchmark goes on; the power check will say the window is missing
         say(f"cannot mark the measurement window in {folder}: {e}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections import deque
@@ -139,8 +140,8 @@ def journal_of(log_dir: Path) -> list[Event]:
         raise AttachError(f"{path}: no journal (is {log_dir} a job's log directory?)") from None
     except OSError as e:
         raise AttachError(f"{path}: cannot read the journal: {e.strerror or e}") from None
-    except ValueError as e:
-        raise AttachError(f"{path}: cannot read the journal: {e}") from None
+    except ValueError as e:  # the file is refused whole (not a regular file, too large): it names itself
+        raise AttachError(str(e)) from None
     for line in skipped[:SHOWN_SKIPS]:
         click.echo(f"srtd: warning: {log_dir / line}: line skipped", err=True)
     if len(skipped) > SHOWN_SKIPS:
@@ -404,7 +405,7 @@ def logs(job: str, unit: str | None, follow: bool, as_json: bool) -> None:
     JOB is a job id or a log directory.  Where the log directory cannot be read from
     here, the log comes from the job itself (as `srtd tail` does it).
     """
-    from srtd.attach import follow_log, unit_log, unit_logs
+    from srtd.attach import follow_log, open_log, unit_log, unit_logs
 
     log_dir = _log_dir_of(job)
     readable = log_dir is not None and log_dir.is_dir()
@@ -427,7 +428,8 @@ def logs(job: str, unit: str | None, follow: bool, as_json: bool) -> None:
     out = sys.stdout.buffer
     if not follow:
         try:
-            out.write(path.read_bytes())
+            with open_log(path) as source:
+                shutil.copyfileobj(source, out)
         except OSError as e:
             raise AttachError(f"{path}: cannot read: {e.strerror}") from None
         out.flush()

@@ -4,42 +4,44 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from srtd.cli._main import cli
-from srtd.errors import EXIT_INPUT, EXIT_OK, EXIT_WOULD_CHANGE, LaunchError, Problem, RecipeError, UsageError
+from srtd.errors import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_WOULD_CHANGE,
+    FileRefused,
+    LaunchError,
+    Problem,
+    RecipeError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from srtd.recipe import Migration
 
 
 def _write(path: Path, text: str) -> None:
-    """Write `path` in one step, or a `LaunchError` naming it (the environment refused, exit 3)."""
+    """Write `path` in one step, or a `LaunchError` naming it (the environment refused, exit 3).
+
+    Only a regular file is replaced: a link, a FIFO or a device at `path` is refused,
+    so `-o /dev/null` cannot turn the device into a file, and `--in-place` on a link
+    leaves the link and its target alone (docs/security.md).
+    """
+    from srtd._files import write_target
+
     if path.is_dir():
         raise LaunchError(f"{path}: is a directory; -o names the file to write")
     try:
-        _replace(path, text)
+        write_target(path, text, error=FileRefused)
+    except FileRefused:  # it names the file and why
+        raise
     except OSError as err:
         raise LaunchError(f"{path}: cannot write: {err.strerror or err}") from None
-
-
-def _replace(path: Path, text: str) -> None:
-    """Replace the file in one step: a reader sees the old text or the new, never half."""
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _diff(path: Path, old: str, new: str) -> str:

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 def load_results(log_dir: Path) -> Results:
     from pydantic import ValidationError
 
+    from srtd._files import OUTPUT_LIMIT, read_text_back
     from srtd.results import RESULTS_NAME, Results
 
     path = log_dir / RESULTS_NAME if log_dir.is_dir() else log_dir
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of at most 16 MiB, UTF-8: never a FIFO's block or /dev/zero's endless read
+        text = read_text_back(path, limit=OUTPUT_LIMIT, error=UsageError)
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror} (was its benchmark read by srtd?)") from None
     try:

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from srtd._files import write_under
 from srtd.cli._inputs import PlanChoice, plan_options, read_inputs, runs_locally
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
-from srtd.errors import LaunchError, PlanError, UsageError
+from srtd.errors import FileRefused, LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
     from srtd.launch import PortClaim, SlurmLauncher
@@ -21,17 +22,22 @@ if TYPE_CHECKING:
 
 
 def _load_plan_file(path: Path) -> Plan:
+    from pydantic import ValidationError
+
+    from srtd._files import PLAN_LIMIT, read_text_back
     from srtd.unit import Plan
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_back(path, limit=PLAN_LIMIT, error=UsageError)
     except OSError as err:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
     try:
         plan = Plan.loads(text)
-    except ValueError as err:
-        first = str(err).splitlines()[0]
-        raise PlanError(f"{path}: not a plan written by srtd plan --json ({first})") from None
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        why = f"{where}: {first['msg']}" if where else first["msg"]
+        raise PlanError(f"{path}: not a plan written by srtd plan --json ({why})") from None
     if escaping := plan.outside_log_dir():
         raise PlanError([f"{path}: {line}" for line in escaping])
     return plan
@@ -47,11 +53,16 @@ def _prepare_log_dir(plan: Plan) -> Path:
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise LaunchError(f"cannot create the log directory {log_dir}: {err.strerror}") from None
-    if (log_dir / "events.jsonl").exists():
+    if os.path.lexists(log_dir / "events.jsonl"):
         raise LaunchError(f"{log_dir} already holds a job's journal; give another --log-dir or --job-id")
     if not os.access(log_dir, os.W_OK):
         raise LaunchError(f"the log directory {log_dir} is not writable")
-    (log_dir / "plan.json").write_text(plan.dumps(), encoding="utf-8")
+    try:
+        write_under(log_dir, log_dir / "plan.json", plan.dumps(), error=FileRefused)
+    except FileRefused:  # it names the file and why
+        raise
+    except OSError as err:
+        raise LaunchError(f"cannot write {log_dir / 'plan.json'}: {err.strerror}") from None
     return log_dir
 
 

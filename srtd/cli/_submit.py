@@ -11,17 +11,17 @@ it has ended and exits with the worst job exit code (a job's exit code is srtd's
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from srtd._files import write_under
 from srtd.attach import srtd_command
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
-from srtd.errors import EXIT_OK, LaunchError, PlanError, RecipeError, UsageError
+from srtd.errors import EXIT_OK, FileRefused, LaunchError, PlanError, RecipeError, UsageError
 
 if TYPE_CHECKING:
     from srtd.cluster import Cluster
@@ -95,13 +95,14 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
-        (log_dir / FROZEN_RECIPE).write_text(recipe_text, encoding="utf-8")
+        write_under(log_dir, log_dir / FROZEN_RECIPE, recipe_text, error=FileRefused)
         if cluster_file is not None:
-            shutil.copyfile(cluster_file, log_dir / FROZEN_CLUSTER)
-        (log_dir / SCRIPT_NAME).write_text(sub.script, encoding="utf-8")
+            write_under(log_dir, log_dir / FROZEN_CLUSTER, cluster_file.read_bytes(), error=FileRefused)
+        write_under(log_dir, log_dir / SCRIPT_NAME, sub.script, error=FileRefused)
     except OSError as e:
         cancel_job(sub.job_id)
-        raise LaunchError(f"cannot freeze the recipe into {log_dir}: {e.strerror}; job {sub.job_id} cancelled") from e
+        why = e.strerror or str(e)
+        raise LaunchError(f"cannot freeze the recipe into {log_dir}: {why}; job {sub.job_id} cancelled") from e
     release_job(sub.job_id)
 
 

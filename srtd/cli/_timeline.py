@@ -9,7 +9,7 @@ import click
 
 from srtd.cli._attach import console, journal_of
 from srtd.cli._main import cli
-from srtd.errors import AttachError
+from srtd.errors import AttachError, FileRefused, LaunchError
 
 
 @cli.command()
@@ -33,8 +33,10 @@ def timeline(log_dir: Path, as_json: bool, no_svg: bool) -> None:
     if not no_svg:
         try:
             svg = write_svg(line, log_dir / SVG_NAME)
-        except OSError as e:
-            raise AttachError(f"cannot write {log_dir / SVG_NAME}: {e.strerror}") from None
+        except FileRefused:  # a link or FIFO planted at its name: it names the file and why (exit 3)
+            raise
+        except OSError as e:  # the environment refused (exit 3), as for every file srtd writes
+            raise LaunchError(f"cannot write {log_dir / SVG_NAME}: {e.strerror}") from None
     if as_json:
         click.echo(json.dumps({**line.as_json(), "svg": str(svg) if svg else None}))
         return

@@ -39,7 +39,8 @@ from typing import Any, Self
 import anyio
 import structlog
 
-from srtd.errors import LaunchError
+from srtd._files import open_file
+from srtd.errors import FileRefused, LaunchError
 from srtd.launch._guardian import Guardian
 from srtd.launch._holders import bind_errno, port_holder
 from srtd.launch._process import ChildProcess
@@ -258,7 +259,7 @@ class LocalLauncher:
         argv = self._prefix + unit_argv(unit)
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "wb") as out:
+            with open(open_file(log_path, error=FileRefused), "wb") as out:  # a link or FIFO there: refused
                 popen = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,

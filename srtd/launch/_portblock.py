@@ -123,7 +123,9 @@ class PortClaim:
 def claim_port_block(build: Callable[[int], Plan], directory: Path | None = None) -> tuple[Plan, PortClaim]:
     """The plan at the first free offset, and the claim that keeps it this job's."""
     first = build(0)  # a mistake in the recipe surfaces here, as without a port block
-    where = private_dir((directory or runtime_dir()) / "ports", LaunchError, "keep port claims there")
+    purpose = "keep port claims there"
+    base = directory or private_dir(runtime_dir(), LaunchError, purpose)  # a shared one is refused whole
+    where = private_dir(base / "ports", LaunchError, purpose)
     with _choosing(where):
         taken = _live_claims(where)
         skipped: list[tuple[int, str | None]] = []

@@ -48,7 +48,8 @@ import anyio
 import anyio.abc
 import structlog
 
-from srtd.errors import LaunchError
+from srtd._files import open_file, open_under
+from srtd.errors import FileRefused, LaunchError
 from srtd.launch._controller import Controller, list_steps, parse_duration
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
 from srtd.launch._presence import NodePresence
@@ -206,7 +207,8 @@ class SlurmLauncher:
         messages = self.log_dir / STEP_DIR / f"{step}.srun"
 
         def spawn() -> subprocess.Popen[bytes]:
-            with open(messages, "wb") as out:  # srun's chatter of this run only: it is judged
+            fd = open_under(self.log_dir, messages, error=FileRefused)  # no link, no FIFO, below the log dir
+            with open(fd, "wb") as out:  # srun's chatter of this run only: it is judged
                 return subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
@@ -219,7 +221,7 @@ class SlurmLauncher:
 
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_bytes(b"")
+            os.close(open_file(log_path, error=FileRefused))
             record.parent.mkdir(parents=True, exist_ok=True)
             record.unlink(missing_ok=True)
             handle = SlurmHandle(self, unit, step, spawn)

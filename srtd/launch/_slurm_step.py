@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from srtd.errors import EXIT_SIGNAL_BASE, LaunchError
+from srtd._files import OUTPUT_LIMIT, SMALL_LIMIT, read_back
+from srtd.errors import EXIT_SIGNAL_BASE, FileRefused, LaunchError
 from srtd.launch._controller import backoff, list_steps, srun_never_reached
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import ExitStatus
@@ -46,7 +47,7 @@ def _status(returncode: int) -> ExitStatus:
 
 def _tail(path: Path, lines: int = _MESSAGE_LINES) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_back(path, limit=OUTPUT_LIMIT, error=FileRefused).decode("utf-8", errors="replace")
     except OSError:
         return ""
     kept = [line for line in text.splitlines() if line.strip()]
@@ -90,8 +91,8 @@ class SlurmHandle:
         """The id the step's task recorded as it began, if it has."""
         if self.record is None:
             return None
-        with contextlib.suppress(OSError):
-            text = self.record.read_text(encoding="utf-8").strip()
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            text = read_back(self.record, limit=SMALL_LIMIT, error=FileRefused).decode("utf-8").strip()
             if text and "." in text:
                 return text
         return None

@@ -36,7 +36,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from srtd.errors import EXIT_POWER
+from srtd._files import open_file, write_under
+from srtd.errors import EXIT_POWER, FileRefused
 from srtd.events import Event
 from srtd.supervisor import AfterJob, AfterJobFailure, AfterJobHook, Service
 from srtd.unit import PowerEndpoint, PowerSampling, UnitKind
@@ -299,7 +300,8 @@ class PowerSampler:
 
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / WINDOWS_DIR).mkdir(exist_ok=True)
-        self._csv = (self.dir / SAMPLES_FILE).open("w", newline="", encoding="utf-8")
+        fd = open_file(self.dir / SAMPLES_FILE, error=FileRefused)
+        self._csv = open(fd, "w", newline="", encoding="utf-8")  # noqa: SIM115  (closed when sampling ends)
         csv.writer(self._csv).writerow(SAMPLES_HEADER)
         timeout = httpx.Timeout(self.power.request_timeout_seconds)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout, trust_env=False) as client:
@@ -414,9 +416,7 @@ class PowerSampler:
         }
         with contextlib.suppress(OSError):  # a full disk: the verdict still decides, the journal says it
             self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.dir / f".{MANIFEST_FILE}.tmp"
-            tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-            tmp.replace(self.dir / MANIFEST_FILE)
+            write_under(self.dir, self.dir / MANIFEST_FILE, json.dumps(doc, indent=2) + "\n", error=FileRefused)
 
 
 async def _read_capped(client: httpx.AsyncClient, url: str) -> str:

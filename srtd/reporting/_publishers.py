@@ -24,7 +24,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from srtd.errors import EXIT_PUBLISH
+from srtd._files import OUTPUT_LIMIT, open_file, read_back
+from srtd.errors import EXIT_PUBLISH, FileRefused
 from srtd.results import RESULTS_NAME
 from srtd.supervisor import AfterJob, AfterJobFailure
 from srtd.unit import Plan, Publisher
@@ -67,7 +68,7 @@ async def run_publisher(publisher: Publisher, document: bytes, log: Path) -> tup
     """Run one publisher: (outcome `ok` / `failed` / `timeout`, its exit code, seconds)."""
     started = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    with open(open_file(log, append=True, keep=True, error=FileRefused), "ab") as out:
         process = await anyio.open_process(
             list(publisher.argv), stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True
         )
@@ -88,7 +89,7 @@ async def run_publisher(publisher: Publisher, document: bytes, log: Path) -> tup
 
 def _results(log_dir: Path) -> Any:
     try:
-        return json.loads((log_dir / RESULTS_NAME).read_text(encoding="utf-8"))
+        return json.loads(read_back(log_dir / RESULTS_NAME, limit=OUTPUT_LIMIT, error=ValueError))
     except (OSError, ValueError):
         return None
 

@@ -23,6 +23,7 @@ import anyio
 import httpx
 import structlog
 
+from srtd._files import read_back
 from srtd.events import Event
 from srtd.reporting._contract import Request, job_created
 from srtd.reporting._fold import StageFold
@@ -117,9 +118,7 @@ class StatusReporter:
         if request.method != "PUT" or request.body.get("stage") != "cleanup" or "completed_at" not in request.body:
             return request
         try:
-            if self.results_file.stat().st_size > MAX_RESULTS:
-                return request
-            results = json.loads(self.results_file.read_text(encoding="utf-8"))
+            results = json.loads(read_back(self.results_file, limit=MAX_RESULTS, error=ValueError))
         except (OSError, ValueError):
             return request
         if not isinstance(results, dict):

@@ -7,9 +7,10 @@ point where more requests failed than succeeded, fails the job (docs/results.md)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from srtd._files import write_under
+from srtd.errors import FileRefused
 from srtd.results._readers import Reading, read, sweep_values
 from srtd.results._schema import RESULTS_NAME, Point, Results, Verdict
 from srtd.unit import ResultsSpec
@@ -88,7 +89,5 @@ def collect(
 def write_results(results: Results, log_dir: Path) -> Path:
     """`results.json`, replaced atomically (a reader never sees half a file)."""
     target = log_dir / RESULTS_NAME
-    tmp = target.with_name(target.name + ".srtd-tmp")
-    tmp.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    write_under(log_dir, target, results.model_dump_json(indent=2) + "\n", error=FileRefused)
     return target

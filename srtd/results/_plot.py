@@ -5,10 +5,12 @@ matplotlib is the optional extra `srtd[plots]`; without it `MissingPlotting` say
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from srtd.errors import UsageError
+from srtd._files import write_target
+from srtd.errors import FileRefused, UsageError
 from srtd.results._table import Row
 
 SIZE_INCHES = (12.0, 5.0)
@@ -61,9 +63,11 @@ def plot(rows: Sequence[Row], path: Path) -> Path:
     for axis in (left, right):
         axis.grid(True, alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=DPI)
+    picture = io.BytesIO()
+    fig.savefig(picture, format=fmt, dpi=DPI)
     plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_target(path, picture.getvalue(), error=FileRefused)  # a link, FIFO or device there: refused
     return path
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from srtd._files import OUTPUT_LIMIT, read_back
 from srtd.results._schema import Point, Stat
 
 
@@ -41,7 +42,7 @@ def _stat(mean: Any = None, p50: Any = None, p99: Any = None) -> Stat | None:
 def _load(path: Path) -> Any:
     """The JSON at `path`; OSError / ValueError name the file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_back(path, limit=OUTPUT_LIMIT, error=ValueError))
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as e:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 import anyio.abc
 
-from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, LaunchError, PlanError
+from srtd._files import check_under, write_under
+from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, FileRefused, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
 from srtd.patterns import log_pattern_error
@@ -104,10 +105,9 @@ def write_files(plan: Plan) -> None:
         if not within(plan.log_dir, name):
             raise LaunchError(f"the generated file {path} is outside the log directory {plan.log_dir}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".srtd-tmp")
-            tmp.write_text(content, encoding="utf-8")
-            os.replace(tmp, path)
+            write_under(Path(plan.log_dir), path, content, error=FileRefused)
+        except FileRefused:  # it names the file and why
+            raise
         except OSError as e:
             raise LaunchError(f"cannot write the generated file {path}: {e}") from e
 
@@ -220,6 +220,12 @@ class Job:
     async def launch(self, unit: Unit, *, attempt: int, log_path: Path) -> Handle:
         if not within(str(self.log_dir), str(log_path)):  # the plan was checked; this is where it is written
             raise LaunchError(f"{unit.name}: log {log_path} is outside the log directory {self.log_dir}")
+        try:  # its directories made through no link, no link or FIFO at its name; the launcher opens it
+            check_under(self.log_dir, log_path, error=FileRefused)
+        except FileRefused:  # it names the file and why
+            raise
+        except OSError as e:
+            raise LaunchError(f"{unit.name}: cannot create its log {log_path}: {e.strerror}") from e
         return await self.launcher.start(unit, attempt=attempt, log_path=log_path)
 
     def address(self, node: str) -> str:

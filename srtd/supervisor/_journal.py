@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +35,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
+from srtd._files import JOURNAL_LIMIT, open_file, read_back
+from srtd.errors import FileRefused
 from srtd.events import Event, EventFacts, JobState, JobView, UnitState
 
 Listener = Callable[[Event], None]
@@ -75,7 +76,7 @@ class Journal:
         self.dropped_subscribers = 0
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            self._fd = open_file(path, append=True, error=FileRefused)  # a planted link or FIFO is refused
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -195,29 +196,25 @@ def read_journal(path: Path, skipped: list[str] | None = None) -> list[Event]:
 
     A line that is not an event is left out and described in `skipped` as
     `events.jsonl:N: why`, one line each; without `skipped` it is a `ValueError`
-    with that line.  Only a regular file is read: a FIFO or a device is refused
-    from its `stat`, before an open could block.
+    with that line.  Only a regular file of at most `JOURNAL_LIMIT` bytes is read
+    (`srtd._files.read_back`): a FIFO or a device is refused without blocking, and
+    anything else is a `ValueError` naming the file.
     """
-    info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError("not a regular file")
+    data = read_back(path, limit=JOURNAL_LIMIT, error=ValueError)
+    lines = data.split(b"\n")
+    torn = lines.pop()  # after the last newline: b"", or a line still being written
     events: list[Event] = []
-    with open(path, "rb") as f:
-        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), start=1):
-            if not raw.endswith(b"\n") and len(raw) <= MAX_LINE:
-                break  # the torn last line of a job that is still writing, or was killed mid-write
-            event, why = _parse(raw, events)
-            if event is not None:
-                events.append(event)
-                continue
-            message = f"{path.name}:{number}: {why}"
-            if skipped is None:
-                raise ValueError(message)
-            skipped.append(message)
-            if not raw.endswith(b"\n"):  # the rest of an over-long line is not a line of its own
-                for rest in iter(lambda: f.readline(MAX_LINE + 1), b""):
-                    if rest.endswith(b"\n"):
-                        break
+    for number, raw in enumerate(lines, start=1):
+        event, why = _parse(raw, events)
+        if event is not None:
+            events.append(event)
+            continue
+        message = f"{path.name}:{number}: {why}"
+        if skipped is None:
+            raise ValueError(message)
+        skipped.append(message)
+    if len(torn) > MAX_LINE and skipped is not None:  # no job writes a line this long
+        skipped.append(f"{path.name}:{len(lines) + 1}: longer than {MAX_LINE} bytes, not an event")
     return events
 
 

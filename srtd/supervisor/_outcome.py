@@ -71,7 +71,7 @@ def _postmortem(job: Job, end: End, rows: list[SummaryRow]) -> Path | None:
             logs=[UnitLog(r.name, r.log_path) for r in failed],
             events=job.journal.events,
         )
-    except OSError:
+    except OSError:  # FileRefused too: a link or FIFO planted at its name
         return None
 
 

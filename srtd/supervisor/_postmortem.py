@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from srtd._files import write_under
+from srtd.errors import FileRefused
 from srtd.events import Event, JobView
 from srtd.launch import ExitStatus
 from srtd.supervisor._console import SummaryRow, render_table_text
@@ -117,5 +119,5 @@ def write_postmortem(
         sections.append("")
     sections.append("== timeline ==")
     sections.append(timeline(events))
-    path.write_text("\n".join(sections), encoding="utf-8")
+    write_under(path.parent, path, "\n".join(sections), error=FileRefused)
     return path

@@ -34,6 +34,9 @@ from pathlib import Path
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from srtd._files import open_read
+from srtd.errors import FileRefused
+
 CHUNK = 64 * 1024
 MAX_PARTIAL = 64 * 1024
 BURST = 4 * 1024 * 1024  # bytes read per poll before the event loop gets its turn
@@ -114,9 +117,9 @@ class Tailer:
         self._close()
 
     def _open(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+        try:  # a regular file only: a FIFO planted at a log's name would block the job here
+            fd = open_read(self.path, follow=False, error=FileRefused)
+        except (FileNotFoundError, FileRefused):
             return False
         st = os.fstat(fd)
         self._fd = fd
@@ -209,13 +212,13 @@ class Tailer:
 def read_tail(path: Path, lines: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
     """The last `lines` lines of a file (fewer if it is short, none if it is missing)."""
     try:
-        with open(path, "rb") as f:
+        with open(open_read(path, follow=False, error=FileRefused), "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             start = max(0, size - max_bytes)
             f.seek(start)
             data = f.read()
-    except OSError:
+    except OSError:  # FileRefused is one
         return []
     parts = data.split(b"\n")
     if start > 0:

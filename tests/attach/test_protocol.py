@@ -70,9 +70,9 @@ def test_the_runtime_directory_is_private(tmp_path: Path) -> None:
     mine = tmp_path / "rt"
     assert private_dir(mine) == mine
     assert oct(mine.stat().st_mode & 0o777) == "0o700"
-    mine.chmod(0o755)
+    mine.chmod(0o755)  # the user's own choice: readable by others, writable by nobody else
     private_dir(mine)
-    assert oct(mine.stat().st_mode & 0o777) == "0o700"
+    assert oct(mine.stat().st_mode & 0o777) == "0o755"  # not srtd's to chmod
     if os.getuid() == 0:
         theirs = tmp_path / "theirs"
         theirs.mkdir()

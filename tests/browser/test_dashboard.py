@@ -188,3 +188,44 @@ def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
     page.goto(f"{served.url}/jobs/{failed}")
     assert page.inner_text(".culprit-line") == "failure culprit: service_model_cache"
     page.screenshot(path=str(screenshots() / "collector-job-failed.png"), full_page=True)
+
+
+POISON = '<script>window.__pwned = 1</script>"\'<img src=x onerror="window.__pwned = 2">é✓'
+
+
+def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browser_page: Any) -> None:
+    """Markup in every text a writer stores (name, message, metadata, a unit's name, a script URL
+    an older collector let in) is text on the jobs table and the job page: no script runs."""
+    import sqlite3
+
+    import httpx
+
+    at = "2026-12-01T10:00:00+00:00"
+    unit = "w<img src=x onerror=window.__pwned=3>"
+    events = [
+        {"seq": 1, "ts": 1_800_000_000.0, "state": "starting", "detail": {"units": [unit], "tiers": {unit: 0}}},
+        {"seq": 2, "ts": 1_800_000_001.0, "unit": unit, "state": "starting", "attempt": 0},
+        {"seq": 3, "ts": 1_800_000_002.0, "unit": unit, "state": "failed", "reason": POISON},
+        {"seq": 4, "ts": 1_800_000_003.0, "state": "failed", "reason": POISON, "exit_code": 1},
+    ]
+    with httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {WRITE}"}, timeout=30) as client:
+        job = {"job_id": "poisoned", "job_name": POISON, "submitted_at": at, "metadata": {"sweep": POISON}}
+        assert client.post("/api/jobs", json=job).status_code in (200, 201)
+        moved = {"status": "failed", "updated_at": at, "message": POISON, "exit_code": 1}
+        assert client.put("/api/jobs/poisoned", json={**moved, "logs_url": "https://logs.example/1"}).status_code == 200
+        assert client.post("/api/srtd/jobs/poisoned/journal", json={"events": events}).status_code == 200
+    with sqlite3.connect(served.stderr.parent / "c.db") as db:  # a row an older collector let in
+        db.execute("UPDATE jobs SET logs_url = 'javascript:window.__pwned = 4' WHERE job_id = 'poisoned'")
+    page = browser_page
+    page.goto(served.url + "/")
+    row = page.locator('tr[data-job-id="poisoned"]')
+    assert POISON in row.inner_text()
+    page.goto(served.url + "/jobs/poisoned")
+    page.wait_for_selector("table.units")
+    text = page.inner_text("body")
+    assert POISON in text  # the name and the message, as written
+    assert unit in text
+    assert "javascript:window.__pwned = 4" in text  # shown, not linked
+    assert page.locator('a[href^="javascript:"]').count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    page.screenshot(path=str(screenshots() / "collector-job-poisoned.png"), full_page=True)

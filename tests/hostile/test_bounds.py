@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from srtd.attach import build_timeline
 from srtd.errors import (
     EXIT_INPUT,
     EXIT_INTERNAL,
@@ -18,6 +21,7 @@ from srtd.errors import (
     printable,
     user_error,
 )
+from srtd.events import Event
 from srtd.supervisor import read_journal
 from srtd.unit import unsafe_name, within
 from tests.hostile.helpers import EXAMPLE_JOURNAL
@@ -94,3 +98,52 @@ def test_printable_keeps_one_line() -> None:
 def test_printable_keeps_one_line_for_every_line_break_python_knows() -> None:
     for char in ("\x85", "\u2028", "\u2029", "\x1c", "\x9b"):
         assert len(printable(f"a{char}b").splitlines()) == 1
+
+
+class _Counted(list[Event]):
+    """A journal's events that count how many of them a reader looks at."""
+
+    looked = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        for event in super().__iter__():
+            self.looked += 1
+            yield event
+
+    def __getitem__(self, index: Any) -> Any:
+        self.looked += 1
+        return super().__getitem__(index)
+
+
+def _big_journal(units: int) -> _Counted:
+    """A job of `units` units in a chain, each waiting, starting, ready, stopping, stopped."""
+    names = [f"u{i}" for i in range(units)]
+    head = {"format": 1, "job": "big", "job_id": "1", "units": names, "tiers": {n: i % 3 for i, n in enumerate(names)}}
+    events = _Counted([Event(seq=1, ts=1.0, state="starting", detail=head)])
+
+    def add(unit: str | None, state: str, **facts: Any) -> None:
+        events.append(Event(seq=len(events) + 1, ts=1.0 + len(events) / 1000, unit=unit, state=state, **facts))
+
+    for i, name in enumerate(names):
+        add(name, "waiting", detail={"after": [f"u{i - 1} (ready)"]} if i else None)
+    for name in names:
+        add(name, "starting", attempt=0)
+        add(name, "ready", detail={"seconds": 0.5})
+    add(None, "running")
+    add(None, "stopping")
+    for name in names:
+        add(name, "stopping")
+        add(name, "stopped")
+    add(None, "succeeded", exit_code=0)
+    return events
+
+
+def test_the_timeline_of_thousands_of_units_reads_each_event_a_few_times() -> None:
+    # Searching the whole journal once per unit (units x events) made a 2500-unit job's
+    # timeline take many seconds; a few passes over it are linear.
+    events = _big_journal(2500)
+    timeline = build_timeline(events)
+    assert len(timeline.units) == 2500
+    assert [link.unit for link in timeline.chain][-2:] == ["u2498", "u2499"]
+    assert len(timeline.chain) == 2500
+    assert events.looked <= 12 * len(events), events.looked / len(events)

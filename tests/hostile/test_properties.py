@@ -192,3 +192,47 @@ def test_a_sample_in_a_bounded_subprocess_never_hangs_or_blows_up(recipe: dict[s
         (root / "r.yaml").write_text(dump(recipe, bomb=bomb), encoding="utf-8")
         before = tree(root)
         check(bounded("plan", "r.yaml", "--nodes", NODES, cwd=root), root, before)
+
+
+# Any JSON value; and objects shaped like events (seq, ts and state, and any of the other
+# keys), whose keys carry any such value.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+EVENT_KEYS = ["unit", "prev", "exit_code", "signal", "reason", "attempt", "pid", "detail"]
+DETAIL_KEYS = ["job", "job_id", "units", "nodes", "tiers", "log", "step", "seconds", "after", "result", "format"]
+STATES = st.sampled_from(["starting", "ready", "stopped", "running", "succeeded", "bogus", ""])
+EVENTISH = st.fixed_dictionaries(
+    {"seq": st.integers(0, 100), "ts": st.floats(1767000000, 1767000100), "state": STATES | JSON},
+    optional={
+        **dict.fromkeys(EVENT_KEYS, JSON),
+        "unit": st.sampled_from(["etcd", "w0", "bench", "other"]) | JSON,
+        "detail": st.fixed_dictionaries({}, optional=dict.fromkeys(DETAIL_KEYS, JSON)) | JSON,
+    },
+)
+JOURNAL_LINE = st.one_of(
+    EVENTISH.map(lambda d: json.dumps(d, allow_nan=True) + "\n"),
+    JSON.map(lambda v: json.dumps(v, allow_nan=True) + "\n"),
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"),
+)
+
+
+@given(lines=st.lists(st.tuples(st.integers(0, 40), JOURNAL_LINE), min_size=1, max_size=3))
+def test_any_line_in_a_journal_gives_a_result_or_one_clean_error(lines: list[tuple[int, str | bytes]]) -> None:
+    journal = [line.encode("utf-8") for line in _journal_lines()]
+    for at, line in lines:
+        journal.insert(min(at, len(journal)), line if isinstance(line, bytes) else line.encode("utf-8"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "events.jsonl").write_bytes(b"".join(journal))
+        before = tree(root)
+        for args in (("timeline", str(root)), ("attach", "--replay", str(root), "--once", "--json")):
+            result = srtd(*args)
+            check(result, root, before, {Path("timeline.svg")})
+            assert result.code in (0, 4), result.stderr
+            errors = [line for line in result.stderr.splitlines() if not line.startswith("srtd: warning: ")]
+            for line in result.stderr.splitlines():
+                assert line in errors or re.match(rf"srtd: warning: {re.escape(str(root))}/events.jsonl(:\d+)?: ", line)
+            assert len(errors) == (result.code == 4), result.stderr

@@ -143,7 +143,7 @@ def test_a_fifo_journal_and_cluster_file_are_refused_at_once(tmp_path: Path) -> 
     for args in (("timeline", str(tmp_path)), ("attach", "--replay", str(tmp_path))):
         result = bounded(*args, cwd=tmp_path)
         assert result.code == 4
-        assert one_line(result.stderr) == f"srtd: {tmp_path}/events.jsonl: cannot read the journal: not a regular file"
+        assert one_line(result.stderr) == f"srtd: {tmp_path}/events.jsonl: is a FIFO, not a regular file; refusing it"
     recipe = write(tmp_path, BASE)
     os.mkfifo(tmp_path / "c.yaml")
     result = bounded("validate", recipe, "--cluster-config", str(tmp_path / "c.yaml"), cwd=tmp_path)

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "patterns",
         "_json",
         "_yaml_depth",
+        "_files",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),
