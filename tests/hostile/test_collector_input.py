@@ -122,12 +122,15 @@ def journal_event(**fields: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("event", "says"),
     [
-        (journal_event(state="exploded"), "state 'exploded' is not one of the job's"),
-        (journal_event(unit="w0", state="running"), "state 'running' is not one of a unit's"),
-        (journal_event(detail={"nodes": ["n1"]}), "detail.nodes"),
-        (journal_event(detail={"tiers": {"w0": "high"}}), "detail.tiers.w0"),
-        (journal_event(unit="w0", state="ready", detail={"seconds": "soon"}), "detail.seconds"),
-        (journal_event(unit="w0", state="waiting", detail={"after": [1]}), "detail.after.0"),
+        (journal_event(state="exploded"), "'exploded' is not a job state"),
+        (journal_event(unit="w0", state="running"), "'running' is not a unit state"),
+        (journal_event(detail={"nodes": ["n1"]}), "nodes: Input should be a valid dictionary"),
+        (journal_event(detail={"tiers": {"w0": "high"}}), "tiers.w0: Input should be a valid integer"),
+        (
+            journal_event(unit="w0", state="ready", detail={"seconds": "soon"}),
+            "seconds: Input should be a valid number",
+        ),
+        (journal_event(unit="w0", state="waiting", detail={"after": [1]}), "after.0: Input should be a valid string"),
         (journal_event(seq=2**63), "seq"),
         (journal_event(ts=1e300), "ts"),
     ],
