@@ -225,21 +225,8 @@ class Container(_Frozen):
 # may not set them, since the line would then say two different things.  Every other
 # flag srtd writes (`--mpi`, `--cpu-bind`, `--container-remap-root`, ...) an option
 # replaces.
-SRUN_OWNED_FLAGS = frozenset(
-    {
-        "jobid",
-        "overlap",
-        "nodes",
-        "ntasks",
-        "nodelist",
-        "output",
-        "open-mode",
-        "job-name",
-        "export",
-        "container-image",
-        "container-name",
-    }
-)
+_STEP_FLAGS = ("jobid", "overlap", "nodes", "ntasks", "nodelist", "output", "open-mode", "job-name", "export")
+SRUN_OWNED_FLAGS = frozenset((*_STEP_FLAGS, "container-image", "container-name"))
 
 
 class Srun(_Frozen):

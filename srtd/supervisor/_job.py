@@ -348,7 +348,7 @@ class Job:
                 return End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
             if terminals:
                 if all(r.final for r in terminals):
-                    return await self._terminals_ended(terminals)
+                    return await _terminals_ended(self._results, terminals)
             elif not self.plan.hold and all(r.final for r in runners):
                 return End(JobState.SUCCEEDED, EXIT_OK, "every unit has ended")
             if not announced_running and _settled(runners):
@@ -356,21 +356,22 @@ class Job:
                 self.journal.emit(None, JobState.RUNNING)
             await wait_any(self._changed, self.stop.requested)
 
-    async def _terminals_ended(self, terminals: Sequence[UnitRunner]) -> End:
-        """Every terminal unit has ended: the worst code wins, and the results gate has its say."""
-        gate = await self._results.finish([r.unit for r in terminals])
-        worst = max(terminals, key=lambda r: r.exit_for_job or 0)
-        code = worst.exit_for_job or 0
-        if code == EXIT_OK and gate is not None:
-            return End(JobState.FAILED, EXIT_NO_RESULTS, gate.reason, gate.unit, extra=gate.detail)
-        if code == EXIT_OK:
-            return End(JobState.SUCCEEDED, EXIT_OK, "every terminal unit exited 0")
-        reason = f"terminal unit {worst.name} {worst.failure or f'exited with code {code}'}"
-        return End(JobState.FAILED, code, reason, worst.name)
-
     def _stopped(self) -> End:
         reason = self.stop.reason or "stop requested"
         return End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
+
+
+async def _terminals_ended(results: ResultsWatch, terminals: Sequence[UnitRunner]) -> End:
+    """Every terminal unit has ended: the worst code wins, and the results gate has its say."""
+    gate = await results.finish([r.unit for r in terminals])
+    worst = max(terminals, key=lambda r: r.exit_for_job or 0)
+    code = worst.exit_for_job or 0
+    if code == EXIT_OK and gate is not None:
+        return End(JobState.FAILED, EXIT_NO_RESULTS, gate.reason, gate.unit, extra=gate.detail)
+    if code == EXIT_OK:
+        return End(JobState.SUCCEEDED, EXIT_OK, "every terminal unit exited 0")
+    reason = f"terminal unit {worst.name} {worst.failure or f'exited with code {code}'}"
+    return End(JobState.FAILED, code, reason, worst.name)
 
 
 def _starting_detail(plan: Plan) -> dict[str, Any]:

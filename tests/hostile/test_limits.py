@@ -156,7 +156,7 @@ def test_one_mistake_in_every_recipe_of_a_sweep_is_said_once_with_a_count(tmp_pa
 
 def test_one_warning_of_every_recipe_of_a_sweep_is_said_once_with_a_count(tmp_path: Path) -> None:
     recipe = write(tmp_path, sweep(100))
-    for args in (("validate", recipe), ("plan", recipe, "--all")):
+    for args in (("validate", recipe), ("plan", recipe, "--all", "--slurm")):  # validate plans for Slurm
         result = srtd(*args)
         assert result.code == 0
         assert result.stderr.splitlines() == [
@@ -170,7 +170,7 @@ def test_one_port_clash_on_every_node_is_said_once_with_a_count(tmp_path: Path) 
     text += "services:\n  - name: x\n    command: [sleep, '1']\n"
     text += "    placement: {node: all}\n    readiness: {port: 9101}\n"
     recipe = write(tmp_path, text)
-    result = srtd("plan", recipe)
+    result = srtd("plan", recipe, "--slurm")
     assert (result.code, result.stderr) == (
         2,
         f"srtd: {recipe}:21:17 services.0.readiness.port: port 9101 on node1: both service_node-exporter_node1 "
@@ -196,7 +196,7 @@ def test_a_node_list_entry_that_is_not_a_host_name_is_refused(
     expected += "joined by `.`)"
     result = srtd("plan", recipe, "--nodes", nodes)
     assert (result.code, result.stderr) == (2, f"srtd: --nodes: {expected}\n")
-    result = srtd("plan", recipe, env={"SLURM_JOB_NODELIST": nodes})
+    result = srtd("plan", recipe, env={"SLURM_JOB_NODELIST": nodes, "SLURM_JOB_ID": "7"})  # inside an allocation
     assert (result.code, result.stderr) == (2, f"srtd: SLURM_JOB_NODELIST: {expected}\n")
 
 
