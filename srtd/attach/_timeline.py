@@ -28,6 +28,9 @@ from srtd.errors import FileRefused
 from srtd.events import Event, UnitState
 
 GANTT_WIDTH = 60
+# Units drawn as rows of the Gantt (terminal and SVG): a row costs rich a few ms to lay out,
+# so thousands of units took tens of seconds; the chain, the teardown and --json keep them all.
+MAX_ROWS = 200
 SVG_NAME = "timeline.svg"
 _EDGE = re.compile(r"^(?P<unit>.+) \((?P<condition>started|ready|succeeded)\)$")
 
@@ -277,7 +280,7 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
     marks: dict[str, list[float]] = {}
     for mark in timeline.results:
         marks.setdefault(mark.unit, []).append(mark.at)
-    for line in timeline.units:
+    for line in timeline.units[:MAX_ROWS]:
         table.add_row(
             line.name,
             str(line.tier) if line.tier is not None else "-",
@@ -289,6 +292,9 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
             line.final,
             _bar(line, timeline.duration, width, marks.get(line.name, ())),
         )
+    if len(timeline.units) > MAX_ROWS:
+        left = len(timeline.units) - MAX_ROWS
+        table.add_row(f"({left} more)", *[""] * 6, "not drawn", "srtd timeline --json has every unit")
     legend = Text("  ")
     for state in ("waiting", "starting", "ready", "exited", "backoff", "stopping", "failed"):
         legend.append("█", style=STATE_STYLE[UnitState(state)]).append(f" {state}  ")

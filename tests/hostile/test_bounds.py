@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +149,18 @@ def test_the_timeline_of_thousands_of_units_reads_each_event_a_few_times() -> No
     assert [link.unit for link in timeline.chain][-2:] == ["u2498", "u2499"]
     assert len(timeline.chain) == 2500
     assert events.looked <= 12 * len(events), events.looked / len(events)
+
+
+def test_the_gantt_of_thousands_of_units_draws_a_bounded_number_of_rows() -> None:
+    # Each row costs rich milliseconds to lay out: 2500 rows took tens of seconds to draw
+    # (terminal and SVG); the rows past MAX_ROWS are counted, not drawn.
+    from rich.console import Console
+
+    from srtd.attach._timeline import MAX_ROWS, render_timeline
+
+    out = Console(record=True, width=200, file=io.StringIO())
+    out.print(render_timeline(build_timeline(_big_journal(2500))))
+    text = out.export_text()
+    rows = [line for line in text.splitlines() if re.match(r"\s*u\d+ +│", line)]
+    assert len(rows) == MAX_ROWS
+    assert f"({2500 - MAX_ROWS} more) │" in text
