@@ -103,7 +103,9 @@ def test_logs_follow_interrupted_while_it_follows_says_so_in_one_line(tmp_path: 
     example = REPO / "tests" / "attach" / "data" / "example.jsonl"
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    (log_dir / "events.jsonl").write_text("".join(example.read_text().splitlines(keepends=True)[:13]))
+    journal = "".join(example.read_text().splitlines(keepends=True)[:13])
+    # the logs it names inside the log directory, as srtd writes them (`srtd logs` reads no other)
+    (log_dir / "events.jsonl").write_text(journal.replace('"/logs/', f'"{log_dir}/'))
     code, stderr = interrupted(["logs", str(log_dir), "etcd", "-f"], 2.0, tmp_path)
     assert_clean(code, stderr)
     assert stderr == ["srtd: interrupted"]
