@@ -70,13 +70,6 @@ def is_live(path: Path, timeout: float = 1.0) -> bool:
         return True
 
 
-def _write_json(path: Path, facts: Mapping[str, Any]) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(facts) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def serving_facts(log_dir: Path, path: Path, job_id: str) -> dict[str, Any]:
     """Who serves the socket: what `attach.json` and the record beside the socket say."""
     host = socket.gethostname()
@@ -97,7 +90,9 @@ def record_path(path: Path) -> Path:
 
 
 def write_record(path: Path, facts: Mapping[str, Any]) -> Path:
-    return _write_json(record_path(path), facts)
+    record = record_path(path)
+    write_under(record.parent, record, json.dumps(facts) + "\n", error=FileRefused)  # as attach.json is written
+    return record
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
