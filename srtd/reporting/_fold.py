@@ -98,6 +98,9 @@ class StageFold:
         metadata = dict(reporting.metadata) if reporting is not None else {}
         if self.plan.variant:  # a sweep point: the dashboard groups the sweep by job name
             metadata["variant"] = self.plan.variant
+        gpus = next((u.results.gpus for u in self.plan.units if u.results is not None and u.results.gpus), 0)
+        if gpus:  # the dashboard's throughput per GPU (the final `benchmark_results` is the tool's own file)
+            metadata["gpus"] = gpus
         if self.user:
             metadata["user"] = self.user
         if self.post_job:

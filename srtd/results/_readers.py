@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from srtd._files import OUTPUT_LIMIT, read_back
 from srtd.results._schema import Point, Stat
 
@@ -134,17 +136,20 @@ def _aiperf_level(level: Mapping[str, Any], source: str) -> Point:
     )
 
 
-def read_srtd(path: Path) -> Reading:
+def srtd_points(doc: Mapping[str, Any], source: str) -> tuple[Point, ...]:
     """One point (srtd-toy-bench), `{"points": [...]}` of them, or srtd-aiperf's `levels`."""
+    if isinstance(doc.get("points"), list):
+        return tuple(_srtd_point(p, source) for p in doc["points"] if isinstance(p, Mapping))
+    if isinstance(doc.get("levels"), list):
+        return tuple(_aiperf_level(lv, source) for lv in doc["levels"] if isinstance(lv, Mapping))
+    return (_srtd_point(doc, source),)
+
+
+def read_srtd(path: Path) -> Reading:
     doc = _load(path)
     if not isinstance(doc, Mapping):
         raise ValueError(f"{path}: not a JSON object")  # noqa: TRY004 - bad data, reported as such
-    source = str(path)
-    if isinstance(doc.get("points"), list):
-        return Reading(tuple(_srtd_point(p, source) for p in doc["points"] if isinstance(p, Mapping)))
-    if isinstance(doc.get("levels"), list):
-        return Reading(tuple(_aiperf_level(lv, source) for lv in doc["levels"] if isinstance(lv, Mapping)))
-    return Reading((_srtd_point(doc, source),))
+    return Reading(srtd_points(doc, str(path)))
 
 
 # --------------------------------------------------------------------------- sa-bench
@@ -186,12 +191,8 @@ def read_sa_bench(path: Path) -> Reading:
 # --------------------------------------------------------------------------- srt-slurm's rollup
 
 
-def read_rollup(path: Path) -> Reading:
+def rollup_points(runs: list[Any], source: str) -> tuple[Point, ...]:
     """srt-slurm's `benchmark-rollup.json` (mlperf): one point per entry of `runs`."""
-    doc = _load(path)
-    runs = doc.get("runs") if isinstance(doc, Mapping) else None
-    if not isinstance(runs, list):
-        raise ValueError(f"{path}: no `runs` list")  # noqa: TRY004 - bad data, reported as such
     points = []
     for run in runs:
         if not isinstance(run, Mapping):
@@ -213,11 +214,44 @@ def read_rollup(path: Path) -> Reading:
                 ttft_ms=_stat(run.get("ttft_mean_ms"), ttft.get("median_ms"), run.get("ttft_p99_ms")),
                 tpot_ms=_stat(run.get("tpot_mean_ms"), tpot.get("median_ms"), run.get("tpot_p99_ms")),
                 e2e_ms=_stat(run.get("e2el_mean_ms"), e2e.get("median_ms"), e2e.get("p99_ms")),
-                source=str(path),
+                source=source,
             )
         )
-    return Reading(tuple(points))
+    return tuple(points)
 
+
+def read_rollup(path: Path) -> Reading:
+    doc = _load(path)
+    runs = doc.get("runs") if isinstance(doc, Mapping) else None
+    if not isinstance(runs, list):
+        raise ValueError(f"{path}: no `runs` list")  # noqa: TRY004 - bad data, reported as such
+    return Reading(rollup_points(runs, str(path)))
+
+
+def document_points(doc: Any, source: str = "") -> tuple[Point, ...]:
+    """The points of one results document already parsed, its format told by its shape:
+    srtd's own points (`results.json`, a reporter's interim `{"points": [...]}`), srt-slurm's
+    rollup (`runs`), one sa-bench file, else srtd's benchmark formats.  Points that measured
+    nothing are left out; anything else is no points, never an error (the collector shows
+    what jobs sent it)."""
+    if not isinstance(doc, Mapping):
+        return ()
+    listed = doc.get("points")
+    if isinstance(listed, list):
+        try:
+            points: tuple[Point, ...] = tuple(Point.model_validate(p) for p in listed)
+        except ValidationError:
+            points = srtd_points(doc, source)
+    elif isinstance(doc.get("runs"), list):
+        points = rollup_points(doc["runs"], source)
+    elif any(key in doc for key in _SA_BENCH_KEYS):
+        points = (sa_bench_point(doc, source),)
+    else:
+        points = srtd_points(doc, source)
+    return tuple(p for p in points if p.model_dump(exclude_none=True, exclude={"source"}))
+
+
+_SA_BENCH_KEYS = ("max_concurrency", "output_throughput", "num_prompts")
 
 READERS: dict[str, Callable[[Path], Reading]] = {
     "srtd": read_srtd,
@@ -237,15 +271,19 @@ def read(reader: str, path: Path, gpus: int) -> Reading:
         return Reading((), f"no results at {path}")
     except ValueError as e:
         return Reading((), str(e))
+    return Reading(per_gpu(reading.points, gpus), reading.problem)
+
+
+def per_gpu(points: tuple[Point, ...], gpus: int) -> tuple[Point, ...]:
+    """The points with output throughput per GPU filled in (as they were when `gpus` is unknown, 0)."""
     if gpus <= 0:
-        return reading
-    points = tuple(
+        return points
+    return tuple(
         p.model_copy(update={"output_tok_s_per_gpu": round(p.output_tok_s / gpus, 3)})
         if p.output_tok_s is not None
         else p
-        for p in reading.points
+        for p in points
     )
-    return Reading(points, reading.problem)
 
 
 _SWEEP_SPLIT = re.compile(r",(?=[A-Za-z_][\w.-]*=)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from srtd.events import Event
 from srtd.reporting import StageFold
-from srtd.unit import Plan, StatusReporting, Unit, UnitKind
+from srtd.unit import Plan, ResultsSpec, StatusReporting, Unit, UnitKind
 from tests.reporting import EVERY_STAGE
 
 SETTINGS = StatusReporting(
@@ -181,3 +181,12 @@ def test_each_result_point_is_sent_as_benchmark_results_with_every_point_so_far(
     assert sent[1]["benchmark_results"] == {"format": 1, "unit": "benchmark", "points": [first, second]}
     assert "benchmark_results" not in sent[2]  # the final PUT keeps what the last one set
     assert sent[2]["status"] == "completed"
+
+
+def test_the_started_metadata_names_the_serving_gpus_the_dashboard_divides_by() -> None:
+    bench = unit("benchmark", "benchmark", UnitKind.BENCHMARK).model_copy(
+        update={"results": ResultsSpec(reader="srtd", path="benchmark.json", gpus=8)}
+    )
+    feed = Feed(StageFold(plan(unit("etcd", "infra"), bench), post_job=True))
+    feed(None, "starting", prev=None)
+    assert feed.sent[1][2]["metadata"] == {"head_node": "n1", "log_dir": "/l", "gpus": 8}
