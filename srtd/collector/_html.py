@@ -1,6 +1,6 @@
-"""The dashboard's HTML: small functions that escape every value they render.
+"""The job page's HTML: small functions that escape every value they render.
 
-No template engine: a handful of pages, each a few tables, read best as Python.
+The other pages are templates (`_templates`, autoescaped); the job page moves there too.
 Every value from a request or the database goes through `esc`.
 """
 
@@ -11,10 +11,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-from srtd.collector._views import FILTERS, SORTS, sweep_of, user_of, variant_of
-from srtd.status_api import Status, epoch
+from srtd.status_api import epoch
 
 
 def esc(value: Any) -> str:
@@ -86,80 +85,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "
         lines.append(f"<tr{rid}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
     empty = f'<tr><td colspan="{len(headers)}" class="empty">nothing yet</td></tr>' if not lines else ""
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}{empty}</tbody></table>'
-
-
-def filters_form(query: dict[str, str], clusters: list[str]) -> str:
-    statuses = "".join(
-        f'<option value="{s.value}"{" selected" if query.get("status") == s.value else ""}>{s.value}</option>'
-        for s in Status
-    )
-    boxes = "".join(
-        f'<label>{k} <input name="{k}" value="{esc(query.get(k, ""))}" size="12"></label>'
-        for k in FILTERS
-        if k != "status"
-    )
-    keep = "".join(
-        f'<input type="hidden" name="{k}" value="{esc(query[k])}">' for k in ("sort", "order") if query.get(k)
-    )
-    hint = f' title="clusters: {esc(", ".join(clusters))}"' if clusters else ""
-    return (
-        f'<form class="filters" method="get" action="/"{hint}>{boxes}'
-        f'<label>status <select name="status"><option value="">any</option>{statuses}</select></label>'
-        f'{keep}<button type="submit">filter</button> <a href="/">clear</a></form>'
-    )
-
-
-def sort_header(label: str, key: str, query: dict[str, str]) -> str:
-    if key not in SORTS:
-        return esc(label)
-    current = query.get("sort", "submitted")
-    order = "asc" if current == key and query.get("order") == "desc" else "desc"
-    arrow = (" ▼" if query.get("order", "desc") == "desc" else " ▲") if current == key else ""
-    params = {k: v for k, v in query.items() if k in FILTERS and v}
-    params.update(sort=key, order=order)
-    return f'<a href="/?{esc(urlencode(params))}">{esc(label)}{arrow}</a>'
-
-
-def jobs_table(jobs: list[dict[str, Any]], query: dict[str, str]) -> str:
-    headers = [
-        sort_header(label, key, query)
-        for label, key in (
-            ("job", "-"),
-            ("name", "name"),
-            ("sweep / variant", "-"),
-            ("user", "user"),
-            ("cluster", "cluster"),
-            ("status", "status"),
-            ("stage", "-"),
-            ("message", "-"),
-            ("submitted", "submitted"),
-            ("updated", "updated"),
-            ("exit", "exit_code"),
-        )
-    ]
-    rows = []
-    for job in jobs:
-        sweep = sweep_of(job)
-        point = f'<a href="{esc(sweep_href(sweep))}">{esc(sweep)}</a>' if sweep else ""
-        if variant_of(job):
-            point += f' <span class="variant">{esc(variant_of(job))}</span>'
-        name = esc(job.get("job_name")) or '<span class="placeholder">(placeholder)</span>'
-        rows.append(
-            [
-                f'<a href="{esc(job_href(job["job_id"]))}">{esc(job["job_id"])}</a>',
-                name,
-                point,
-                esc(user_of(job)),
-                esc(job.get("cluster")),
-                badge(job.get("status")),
-                esc(job.get("stage")),
-                esc(job.get("message")),
-                when(job.get("submitted_at")),
-                when(job.get("updated_at")),
-                esc(job.get("exit_code")),
-            ]
-        )
-    return table(headers, rows, cls="jobs", row_ids=[j["job_id"] for j in jobs])
 
 
 def facts(pairs: Iterable[tuple[str, str]]) -> str:

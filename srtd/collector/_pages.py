@@ -1,4 +1,4 @@
-"""The dashboard: the jobs table at `/`, a job's page, a sweep's page, the login form.
+"""The dashboard: the jobs table at `/`, a job's page, a sweep's page, the compare page, the login form.
 
 Server-rendered HTML; `static/live.js` polls the cursor feed named by `<main data-feed>`
 and, when something happened, fetches the same page with `X-Fragment: 1` to replace
@@ -20,13 +20,11 @@ from starlette.staticfiles import StaticFiles
 
 from srtd.collector._api import ApiError, bounded_body, require_read, store_of
 from srtd.collector._auth import COOKIE, Tokens
+from srtd.collector._boards import compare_view, jobs_page, sweep_view
 from srtd.collector._html import (
     badge,
     esc,
     facts,
-    filters_form,
-    job_href,
-    jobs_table,
     page,
     pre_json,
     seconds,
@@ -36,8 +34,7 @@ from srtd.collector._html import (
     when,
 )
 from srtd.collector._journal_html import RENDERS, render_in_thread
-from srtd.collector._plot import metric_chart
-from srtd.collector._views import numeric_results, select, sweep_of, time_to_ready, user_of, variant_of
+from srtd.collector._views import sweep_of, time_to_ready, user_of, variant_of
 
 STATIC = Path(__file__).with_name("static")
 LOGIN_BODY = 4096  # a login form's body: one token
@@ -70,20 +67,7 @@ def _renders(request: Request) -> anyio.CapacityLimiter:
 async def index(request: Request) -> Response:
     if (refused := _read_or_login(request)) is not None:
         return refused
-    store = store_of(request)
-    query = dict(request.query_params)
-    everything = store.jobs()
-    jobs = select(everything, query)
-    clusters = sorted({j["cluster"] for j in everything if j.get("cluster")})
-    summary = f'<p class="count">{len(jobs)} of {len(everything)} jobs</p>'
-    return _fragment(
-        request,
-        "jobs",
-        summary + jobs_table(jobs, query),
-        feed="/api/events",
-        cursor=store.last_seq(),
-        before=filters_form(query, clusters),
-    )
+    return jobs_page(request)
 
 
 async def job_page(request: Request) -> Response:
@@ -136,39 +120,13 @@ async def job_page(request: Request) -> Response:
 async def sweep_page(request: Request) -> Response:
     if (refused := _read_or_login(request)) is not None:
         return refused
-    store = store_of(request)
-    name = request.path_params["sweep"]
-    jobs = [j for j in store.jobs() if sweep_of(j) == name]
-    jobs.sort(key=lambda j: (variant_of(j) or "", j["job_id"]))
-    results = {j["job_id"]: numeric_results(j.get("benchmark_results")) for j in jobs}
-    metrics = sorted({m for r in results.values() for m in r})
-    rows = []
-    for job in jobs:
-        events = store.events(0, job["job_id"], limit=10_000)
-        ready = time_to_ready(job, events, store.journal_ready_seconds(job["job_id"]))
-        numbers = [f"{results[job['job_id']][m]:g}" if m in results[job["job_id"]] else "" for m in metrics]
-        rows.append(
-            [
-                f'<a href="{esc(job_href(job["job_id"]))}">{esc(variant_of(job) or job["job_id"])}</a>',
-                badge(job["status"]),
-                seconds(ready),
-                esc(job.get("exit_code")),
-                *numbers,
-            ]
-        )
-    compared = table(["point", "status", "time to ready", "exit", *map(esc, metrics)], rows, cls="sweep")
-    charts = []
-    for metric in metrics:
-        points = [
-            (variant_of(j) or j["job_id"], results[j["job_id"]][metric]) for j in jobs if metric in results[j["job_id"]]
-        ]
-        if len(points) > 1 and len({v for _, v in points}) > 1:  # a constant says nothing plotted
-            charts.append(metric_chart(metric, points))
-    body = (
-        f'<p class="count">{len(jobs)} points</p><div class="wide">{compared}</div>'
-        f'<h2>what changed across the sweep</h2><div class="charts">{"".join(charts)}</div>'
-    )
-    return _fragment(request, f"sweep {name}", body, feed="/api/events", cursor=store.last_seq())
+    return sweep_view(request)
+
+
+async def compare_page(request: Request) -> Response:
+    if (refused := _read_or_login(request)) is not None:
+        return refused
+    return compare_view(request)
 
 
 def _login_form(why: str = "") -> str:
@@ -200,5 +158,6 @@ ROUTES: list[BaseRoute] = [
     Route("/login", login, methods=["GET", "POST"]),
     Route("/jobs/{job_id:path}", job_page, methods=["GET"]),
     Route("/sweeps/{sweep:path}", sweep_page, methods=["GET"]),
+    Route("/compare", compare_page, methods=["GET"]),
     Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
 ]

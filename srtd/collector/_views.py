@@ -105,20 +105,3 @@ def time_to_ready(job: dict[str, Any], events: list[dict[str, Any]], journal_rea
     if started is None or gate is None or gate["at"] is None:
         return None
     return max(0.0, (epoch(gate["at"]) or started) - started)
-
-
-def numeric_results(results: Any) -> dict[str, float]:
-    """The numbers of a job's `benchmark_results`, flattened one level (`ttft_ms.p50`)."""
-    out: dict[str, float] = {}
-    if not isinstance(results, dict):
-        return out
-    for key, value in results.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int | float):
-            out[str(key)] = float(value)
-        elif isinstance(value, dict):
-            for inner, number in value.items():
-                if isinstance(number, int | float) and not isinstance(number, bool):
-                    out[f"{key}.{inner}"] = float(number)
-    return out

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -23,10 +27,11 @@ async def seed(api: httpx.AsyncClient) -> None:
         job = f"sw-{i}"
         body = {"job_id": job, "job_name": "conc-sweep", "cluster": "lab", "submitted_at": f"2026-11-30T0{i}:00:00"}
         await api.post("/api/jobs", json=body)
-        meta = {"variant": f"concurrency={2**i}", "user": user}
+        meta = {"variant": f"concurrency={2**i}", "user": user, "gpus": 2}
         await api.put(f"/api/jobs/{job}", json=put("starting", started_at="2026-11-30T10:00:00+00:00", metadata=meta))
         await api.put(f"/api/jobs/{job}", json=put("benchmark", stage="benchmark"))
-        final = put("completed", exit_code=0, benchmark_results={"output_tokens_per_s": tps, "ttft_ms": {"p50": 9}})
+        measured = {"output_tokens_per_s": tps, "ttft_ms": {"p50": 9}, "tpot_ms": {"p50": 10.0 * 2**i}}
+        final = put("completed", exit_code=0, benchmark_results=measured)
         await api.put(f"/api/jobs/{job}", json=final)
     # a job id is letters, digits and a few marks (tests/hostile/test_collector_input.py): markup goes in the texts
     evil = put("failed", message="<b>boom</b>", exit_code=1, metadata={"user": "<script>alert(1)</script>"})
@@ -69,12 +74,74 @@ async def test_the_job_page_shows_the_history_and_the_sweep_page_every_point(api
         "completed",
     ]
     sweep = (await api.get("/sweeps/conc-sweep")).text
-    assert re.findall(r">(concurrency=\d)</a>", sweep) == ["concurrency=1", "concurrency=2", "concurrency=4"]
-    charts = re.findall(r'data-metric="([^"]+)"', sweep)
-    assert charts == ["output_tokens_per_s"]  # ttft_ms.p50 is the same at every point: not plotted
-    assert len(re.findall(r'<circle class="point"', sweep)) == 3
-    assert ">ttft_ms.p50</th>" in sweep  # but in the table
+    points = sweep.split('<table class="sweep">')[1].split("</table>")[0]
+    assert re.findall(r">(concurrency=\d)</a>", points) == ["concurrency=1", "concurrency=2", "concurrency=4"]
+    chart = json.loads(sweep.split('<script type="application/json" id="chart-data">')[1].split("</script>")[0])
+    assert chart["series"] == ["conc-sweep"]
+    assert [(p["point"], p["tok_s"], p["tok_s_per_gpu"], p["tok_s_per_user"]) for p in chart["points"]] == [
+        ("concurrency=1", 100.0, 50.0, 100.0),
+        ("concurrency=2", 180.0, 90.0, 50.0),
+        ("concurrency=4", 250.0, 125.0, 25.0),
+    ]
+    assert '<th class="col-ttft_p50_ms">TTFT p50 (ms)</th>' in sweep
+    assert '<td class="col-tok_s_per_gpu">125</td>' in sweep  # rounded, in the table too
     assert (await api.get("/jobs/nope")).status_code == 404
+
+
+async def test_the_compare_page_takes_its_selection_from_the_url_and_downloads_its_table(
+    api: httpx.AsyncClient,
+) -> None:
+    await seed(api)
+    await api.post("/api/jobs", json={"job_id": "lone", "job_name": "lone", "submitted_at": "2026-11-30T11:00:00"})
+    lone = {"output_tokens_per_s": 50.0, "tpot_ms": {"p50": 20.0}, "concurrency": 8}
+    await api.put("/api/jobs/lone", json=put("completed", benchmark_results=lone, metadata={"gpus": 1}))
+    url = "/compare?sweep=conc-sweep&job=lone&job=nope&sweep=conc-sweep"
+    page = (await api.get(url)).text
+    chart = json.loads(page.split('id="chart-data">')[1].split("</script>")[0])
+    assert chart["series"] == ["conc-sweep", "lone"]
+    assert [p["job_id"] for p in chart["points"]] == ["sw-0", "sw-1", "sw-2", "lone"]
+    assert "not found: nope" in page
+    assert 'href="/compare?sweep=conc-sweep&amp;job=lone&amp;job=nope&amp;format=csv"' in page
+    got = await api.get(url + "&format=csv")
+    assert got.headers["content-type"] == "text/csv; charset=utf-8"
+    assert got.headers["content-disposition"] == "attachment; filename*=UTF-8''compare.csv"
+    table = list(csv.DictReader(io.StringIO(got.text)))
+    assert [(r["point"], r["tok/s per GPU"], r["Pareto"]) for r in table] == [
+        ("concurrency=1", "50.0", "True"),
+        ("concurrency=2", "90.0", "True"),
+        ("concurrency=4", "125.0", "True"),
+        ("lone", "50.0", "True"),
+    ]
+    downloaded = (await api.get(url + "&format=json")).json()["points"]
+    assert [(p["series"], p["concurrency"], p["tok_s_per_user"]) for p in downloaded][-1] == ("lone", 8, 50.0)
+    refused = await api.get(url + "&format=xml")
+    assert (refused.status_code, refused.json()["error"]) == (422, "format must be one of csv, json")
+    empty = (await api.get("/compare")).text
+    assert "Nothing chosen" in empty
+
+
+async def test_the_jobs_table_has_a_box_per_job_and_sweep_that_submits_to_compare(api: httpx.AsyncClient) -> None:
+    await seed(api)
+    table = (await api.get("/")).text
+    assert '<form class="compare" method="get" action="/compare">' in table
+    assert re.findall(r'<input type="checkbox" name="job" value="([^"]+)"', table) == ["evil", "sw-2", "sw-1", "sw-0"]
+    assert set(re.findall(r'<input type="checkbox" name="sweep" value="([^"]+)"', table)) == {"conc-sweep"}
+
+
+async def test_a_name_with_markup_is_text_on_the_jobs_sweep_and_compare_pages(api: httpx.AsyncClient) -> None:
+    name = '<script>alert("x")</script>\'é✓'
+    at = "2026-11-30T10:00:00"
+    assert (await api.post("/api/jobs", json={"job_id": "m1", "job_name": name, "submitted_at": at})).status_code == 201
+    results = {"output_tokens_per_s": 1.0, "tpot_ms": {"p50": 1.0}}
+    done = put("completed", metadata={"variant": "concurrency=1"}, benchmark_results=results)
+    await api.put("/api/jobs/m1", json=done)
+    pages = [(await api.get(u)).text for u in ("/", "/sweeps/" + quote(name, safe=""), "/compare?sweep=" + quote(name))]
+    for page in pages:
+        body = page.split("</head>")[1]
+        assert "<script>alert" not in body
+        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;é✓" in body
+    chart = json.loads(pages[2].split('id="chart-data">')[1].split("</script>")[0])
+    assert chart["series"] == [name]  # the JSON in the page reads back as written
 
 
 async def test_the_job_page_of_an_srtd_job_shows_units_culprit_and_timeline(api: httpx.AsyncClient) -> None:

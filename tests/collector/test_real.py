@@ -236,7 +236,9 @@ def test_the_demo_fills_a_collector_with_a_sweep_and_a_failure(tmp_path: Path) -
     assert all(j["benchmark_results"]["succeeded"] == 24 for j in jobs if j["job_name"] == "demo-toy-sweep")
     assert (failing["status"], failing["exit_code"]) == ("failed", 1)
     assert next(e["unit"] for e in journal if e.get("unit") and e["state"] == "failed") == "service_model_cache"
-    assert 'data-metric="output_tokens_per_s"' in sweep_page
+    chart = json.loads(sweep_page.split('id="chart-data">')[1].split("</script>")[0])
+    assert [p["point"] for p in chart["points"]] == ["concurrency=1", "concurrency=2", "concurrency=4"]
+    assert all(p["tok_s_per_gpu"] > 0 and p["tok_s_per_user"] > 0 for p in chart["points"])
 
 
 def test_stopping_the_demo_collector_stops_its_job_and_leaves_no_process(tmp_path: Path) -> None:

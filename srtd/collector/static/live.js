@@ -16,7 +16,14 @@
       headers: { "X-Fragment": "1", "X-Nonce": nonce },
       credentials: "same-origin",
     });
-    if (answer.ok) main.innerHTML = await answer.text();
+    if (!answer.ok) return;
+    // the boxes ticked for a comparison stay ticked across the refresh
+    const ticked = [...main.querySelectorAll("input[type=checkbox]:checked")].map((b) => b.name + "\n" + b.value);
+    main.innerHTML = await answer.text();
+    for (const box of main.querySelectorAll("input[type=checkbox]")) {
+      if (ticked.includes(box.name + "\n" + box.value)) box.checked = true;
+    }
+    document.dispatchEvent(new Event("srtd:refreshed")); // charts.js draws the new data
   }
 
   async function tick() {
