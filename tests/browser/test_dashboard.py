@@ -14,33 +14,19 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.collector.helpers import Running, collector, collector_env
+from tests.browser.conftest import POISON, READ, WRITE, screenshots
+from tests.collector.helpers import Running, collector_env
 from tests.command import SRTD
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
 ]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-WRITE, READ = f"browser-write-{uuid.uuid4().hex}", f"browser-read-{uuid.uuid4().hex}"
 # A job with no fixed ports: infrastructure, two services gated on it, a terminal unit that
 # runs long enough to be seen running.
 JOB = """\
@@ -69,39 +55,6 @@ services:
 reporting:
   status: {endpoint: "ENDPOINT", units: true}
 """
-
-
-def screenshots() -> Path:
-    where = Path(os.environ.get("SRTD_SCREENSHOTS") or tempfile.mkdtemp(prefix="srtd-screens-"))
-    where.mkdir(parents=True, exist_ok=True)
-    return where
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    db = tmp_path_factory.mktemp("collector") / "c.db"
-    with collector(db, None, collector_env(SRTD_COLLECTOR_TOKEN=WRITE, SRTD_COLLECTOR_READ_TOKEN=READ)) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser_page(served: Running) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="srtd-chromium-") as profile:
-        context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=ARGS, viewport={"width": 1400, "height": 900}
-        )
-        try:
-            page = context.new_page()
-            page.set_default_timeout(30_000)
-            page.goto(served.url + "/")  # a read token is set: the login form first
-            page.fill("input[name=token]", READ)
-            page.click("button[type=submit]")
-            page.wait_for_url(served.url + "/")
-            yield page
-        finally:
-            context.close()
 
 
 def job_env() -> dict[str, str]:
@@ -133,7 +86,7 @@ def test_login_then_the_jobs_table_shows_a_running_job_that_turns_completed_with
         _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
     assert page.evaluate("window.__sameDocument") is True  # updated in place, never reloaded
-    assert row.locator("td").nth(10).inner_text() == "0"  # exit code
+    assert row.locator("td").nth(11).inner_text() == "0"  # exit code (after the compare box)
 
 
 def test_the_job_page_shows_the_stage_history_units_and_timeline(served: Running, browser_page: Any) -> None:
@@ -178,19 +131,13 @@ def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
     assert points == ["concurrency=1", "concurrency=2", "concurrency=4"]
     statuses = page.locator("table.sweep [data-status]").all_inner_texts()
     assert statuses == ["completed"] * 3
-    chart = page.locator('svg[data-metric="output_tokens_per_s"]')
-    assert chart.is_visible()
-    labels = chart.locator("circle.point").evaluate_all("cs => cs.map(c => c.dataset.label)")
-    assert labels == points
-    page.screenshot(path=str(screenshots() / "collector-sweep.png"), full_page=True)
+    drawn = page.locator('[data-chart="throughput"] g.points circle')
+    assert drawn.evaluate_all("cs => cs.map(c => c.dataset.point)") == points  # the toy's results, charted
     jobs = json.loads(page.evaluate("fetch('/api/jobs').then(r => r.text())"))["jobs"]
     failed = next(j["job_id"] for j in jobs if j["job_name"] == "demo-failing-infra")
     page.goto(f"{served.url}/jobs/{failed}")
     assert page.inner_text(".culprit-line") == "failure culprit: service_model_cache"
     page.screenshot(path=str(screenshots() / "collector-job-failed.png"), full_page=True)
-
-
-POISON = '<script>window.__pwned = 1</script>"\'<img src=x onerror="window.__pwned = 2">é✓'
 
 
 def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browser_page: Any) -> None:

@@ -13,12 +13,12 @@
     ["itl", "ITL (ms)", "itl_p50_ms", null],
     ["e2e", "e2e latency (ms)", "e2e_p50_ms", "e2e_p99_ms"],
   ];
-  // what the tip shows for a point, in this order
+  // what a tip shows of a point besides the chart's own x and y, in this order
   const TIP = {
-    series: "series", point: "point", configuration: "config", concurrency: "concurrency",
-    "tok/s per GPU": Y, "tok/s per user": X, "tok/s": "tok_s", "TTFT p50 (ms)": "ttft_p50_ms",
-    "ITL p50 (ms)": "itl_p50_ms", "e2e p50 (ms)": "e2e_p50_ms",
+    series: "series", configuration: "config", job: "job_id", concurrency: "concurrency", "tok/s": "tok_s",
+    "TTFT p50 (ms)": "ttft_p50_ms", "ITL p50 (ms)": "itl_p50_ms", "e2e p50 (ms)": "e2e_p50_ms",
   };
+  const LATENCY_TIP = { series: "series", configuration: "config", "tok/s per GPU": Y, "tok/s per user": X };
 
   function data() {
     const holder = document.getElementById("chart-data");
@@ -71,7 +71,7 @@
   function latency(figure, points, color, title, p50, p99) {
     const shown = points.filter((p) => p.concurrency != null && p[p50] != null && (!state.logY || p[p50] > 0));
     const marks = [
-      Plot.line(shown, { x: "concurrency", y: p50, z: "series", stroke: "series", marker: "circle", sort: "concurrency", channels: TIP, tip: true }),
+      Plot.line(shown, { x: "concurrency", y: p50, z: "series", stroke: "series", marker: "circle", sort: "concurrency", channels: LATENCY_TIP, tip: true }),
     ];
     if (p99) {
       const tail = points.filter((p) => p.concurrency != null && p[p99] != null && (!state.logY || p[p99] > 0));
