@@ -19,7 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+try:
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+except ImportError:  # run as a script, or by the tests, without hatchling
+    BuildHookInterface = object
 
 ROOT = Path(__file__).resolve().parent
 JS = ROOT / "js"
@@ -71,15 +74,20 @@ def vendor() -> None:
     STAMP.write_text(lock_hash() + "\n")
 
 
-class VendorHook(BuildHookInterface):  # type: ignore[misc]
+def main() -> None:
+    """Vendor, or stop the build with one line that says why."""
+    try:
+        vendor()
+    except VendorError as err:
+        raise SystemExit(f"srtd build: {err}") from None
+
+
+class VendorHook(BuildHookInterface):  # type: ignore[misc,valid-type]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        try:
-            vendor()
-        except VendorError as err:
-            raise SystemExit(f"srtd build: {err}") from None
+        main()
 
 
 if __name__ == "__main__":  # `python hatch_build.py`: vendor without a build
-    vendor()
+    main()

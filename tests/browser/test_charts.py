@@ -165,6 +165,10 @@ def test_the_compare_page_of_two_sweeps_picked_in_the_jobs_table_shows_two_serie
     assert no_horizontal_scroll(page)
     page.locator('input[name="sweep"][value="alpha"]').first.check()
     page.locator('input[name="sweep"][value="beta"]').first.check()
+    seed(seeded.url, {"gamma": ((1, 10.0, 50.0),)})  # news: the table is refreshed in place
+    page.locator('tr[data-job-id] input[name="sweep"][value="gamma"]').wait_for()
+    ticked = page.locator("input[type=checkbox]:checked").evaluate_all("bs => bs.map(b => b.value)")
+    assert sorted(ticked) == ["alpha", "beta"]  # what was ticked stays ticked
     page.click("button.compare-action")
     page.wait_for_url("**/compare?**")
     chosen = page.url.split("?", 1)[1].split("&")

@@ -21,7 +21,8 @@
     const ticked = [...main.querySelectorAll("input[type=checkbox]:checked")].map((b) => b.name + "\n" + b.value);
     main.innerHTML = await answer.text();
     for (const box of main.querySelectorAll("input[type=checkbox]")) {
-      if (ticked.includes(box.name + "\n" + box.value)) box.checked = true;
+      const at = ticked.indexOf(box.name + "\n" + box.value);
+      if (at >= 0) { box.checked = true; ticked.splice(at, 1); } // as many as were ticked
     }
     document.dispatchEvent(new Event("srtd:refreshed")); // charts.js draws the new data
   }
