@@ -36,6 +36,11 @@ def _int(value: Any) -> int | None:
     return int(number) if number is not None else None
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """An object of a document, or an empty one where it holds anything else (a writer's mistake)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _stat(mean: Any = None, p50: Any = None, p99: Any = None) -> Stat | None:
     stat = Stat(mean=_num(mean), p50=_num(p50), p99=_num(p99))
     return None if stat == Stat() else stat
@@ -197,11 +202,11 @@ def rollup_points(runs: list[Any], source: str) -> tuple[Point, ...]:
     for run in runs:
         if not isinstance(run, Mapping):
             continue
-        perf = (run.get("metrics") or {}).get("performance") or {}
+        perf = _mapping(_mapping(run.get("metrics")).get("performance"))
         succeeded = _int(run.get("completed_requests", perf.get("samples_completed")))
         failed = _int(perf.get("samples_failed"))
         sent = _int(perf.get("samples_issued"))
-        ttft, tpot, e2e = (perf.get(k) or {} for k in ("ttft", "tpot", "latency"))
+        ttft, tpot, e2e = (_mapping(perf.get(k)) for k in ("ttft", "tpot", "latency"))
         points.append(
             Point(
                 concurrency=_int(run.get("concurrency")),

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from srtd.collector._compare import as_csv, chart_data, measure, pareto_front, records, rounded
@@ -103,3 +103,29 @@ def test_the_front_is_exactly_the_points_nothing_beats(xy: list[tuple[float, flo
     front = pareto_front(xy)
     assert sorted(front) == [i for i, p in enumerate(xy) if not any(beats(q, p) for q in xy)]
     assert [xy[i][0] for i in front] == sorted(xy[i][0] for i in front)  # drawn left to right
+
+
+documents = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["points", "runs", "levels", "metrics", "ttft", "tpot_ms", "p50", "max_concurrency"]),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(
+        st.sampled_from(["points", "runs", "levels", "metrics", "performance", "ttft", "tpot", "latency", "tpot_ms",
+                         "ttft_ms", "itl_ms", "p50", "avg", "concurrency", "output_tok_s", "output_tokens_per_s",
+                         "throughput_toks", "max_concurrency", "median_tpot_ms", "errors", "requests"]),
+        inner, max_size=5,
+    ),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@given(documents, st.one_of(st.none(), st.integers(-2, 8), st.text(max_size=3)))
+@example({"runs": [{"metrics": [1]}]}, 2)  # a rollup whose objects are something else
+@example({"runs": [{"metrics": {"performance": {"ttft": 3, "latency": []}}}]}, 2)
+def test_whatever_a_job_sent_is_measured_without_an_error(results: Any, gpus: Any) -> None:
+    """A collector takes any JSON as `benchmark_results`: its pages must read every one."""
+    job = {"job_id": "j", "job_name": "n", "status": "completed", "metadata": {"gpus": gpus, "variant": "c=1"}}
+    measured = measure([{**job, "benchmark_results": results}], named=True)
+    json.dumps(chart_data(measured))
+    as_csv(measured)

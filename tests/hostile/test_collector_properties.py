@@ -95,6 +95,10 @@ def readers_of(client: httpx.Client, job_id: str) -> None:
         answer = client.get(f"/?{query}")
         assert_clean(answer)
         assert answer.status_code == 200
+    for download in ("", "&format=csv", "&format=json"):  # the comparison reads benchmark_results
+        answer = client.get(f"/compare?job={quote(job_id, safe='')}{download}")
+        assert_clean(answer)
+        assert answer.status_code == 200
     job = client.get(f"/api/jobs/{quote(job_id, safe=':/')}").json()
     meta = job.get("metadata") or {}
     sweep = meta.get("sweep") or (meta.get("variant") and job["job_name"])
