@@ -85,6 +85,10 @@ async def test_the_job_page_shows_the_history_and_the_sweep_page_every_point(api
     ]
     assert '<th class="col-ttft_p50_ms">TTFT p50 (ms)</th>' in sweep
     assert '<td class="col-tok_s_per_gpu">125</td>' in sweep  # rounded, in the table too
+    fragment = (await api.get("/sweeps/conc-sweep", headers={"X-Fragment": "1"})).text  # a live refresh
+    assert fragment.lstrip().startswith('<p class="count">3 points')
+    assert 'id="chart-data"' in fragment
+    assert "<head>" not in fragment
     assert (await api.get("/jobs/nope")).status_code == 404
 
 
