@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import tempfile
 import traceback
@@ -61,9 +62,37 @@ def _outcome(command: Callable[[], int | None]) -> int:
     return EXIT_OK if code is None else int(code)
 
 
+# command name -> the module that defines it (and registers it on `cli` when imported)
+COMMANDS = {
+    **dict.fromkeys(("attach", "logs", "ps", "relay", "restart", "signal", "stop", "tail"), "srtd.cli._attach"),
+    "collector": "srtd.cli._collector",
+    "migrate": "srtd.cli._migrate",
+    "plan": "srtd.cli._plan",
+    "results": "srtd.cli._results",
+    "run": "srtd.cli._run",
+    "schema": "srtd.cli._schema",
+    "submit": "srtd.cli._submit",
+    "timeline": "srtd.cli._timeline",
+    "validate": "srtd.cli._validate",
+}
+
+
 class _Group(click.Group):
     """Runs every command under the same error policy (`exit_status`): a command returns
-    its code or raises, and only here does that become the process's exit status."""
+    its code or raises, and only here does that become the process's exit status.
+
+    A command's module is imported when the command is looked up (`COMMANDS`): `srtd ps`
+    loads the attach client, not the recipe models `srtd validate` needs.  `--help`
+    looks every command up, so it lists each with its short help as before."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(module)  # its `@cli.command()` registers it
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.exit(exit_status(partial(super().invoke, ctx)))
@@ -82,8 +111,6 @@ def cli() -> None:
 
 
 def main() -> None:
-    from srtd.cli import _commands  # noqa: F401  (registers the commands)
-
     try:
         cli(standalone_mode=True)
     except BrokenPipeError:  # `srtd plan ... | head`: the reader is gone, nothing to report (exit 0)

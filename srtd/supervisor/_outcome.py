@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from srtd.events import Event, JobState, JobView, UnitState
 from srtd.supervisor._console import SummaryRow
+from srtd.supervisor._journal import JOURNAL_NAME
 from srtd.supervisor._postmortem import UnitLog, write_postmortem
 from srtd.supervisor._rows import root_cause, summary_rows
 
 if TYPE_CHECKING:
     from srtd.supervisor._job import Job
 
-JOURNAL_NAME = "events.jsonl"
 POSTMORTEM_NAME = "postmortem.txt"
 
 
