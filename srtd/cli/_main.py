@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -55,6 +53,9 @@ def _outcome(command: Callable[[], int | None]) -> int:
                 click.echo(f"srtd: {line}", err=True)
             return exit_code_for(known)
         # a bug in srtd: say so in one line, keep the traceback
+        import tempfile  # imported here: every command would pay for them
+        import traceback
+
         with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
             traceback.print_exc(file=fh)
         click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_yaml_depth",
         "_files",
         "_source",
+        "_structlog",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),

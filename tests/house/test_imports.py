@@ -3,7 +3,8 @@
 
 `srtd ps`, `--version`, `attach --once --json`, `stop`, `tail`, `logs` and the relay read
 no recipe and draw no terminal view: none of them may load the recipe models, rich or
-pygments, nor pydantic-settings.  `srtd run` of a saved plan needs no recipe models.
+pygments, nor pydantic-settings; the relay step not even pydantic.  `srtd run` of a saved
+plan needs no recipe models, and its structlog console no rich traceback renderer.
 """
 
 from __future__ import annotations
@@ -101,6 +102,16 @@ def test_run_of_a_saved_plan_imports_no_recipe_models(tmp_path: Path) -> None:
     code, modules = loaded(tmp_path, "run", str(plan), "--plain", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
     assert code == 0
     assert heavy(modules, *RECIPE_MODELS) == []
+    # structlog's console without rich's traceback renderer (srtd/_structlog.py)
+    assert heavy(modules, "pygments", "rich.traceback", "rich.pretty") == []
+    assert "structlog" in modules
+
+
+def test_the_relay_step_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`srtd relay` runs in a step for every verb sent from the login node: it passes frames on."""
+    code, modules = loaded(tmp_path, "relay", "no-such-job", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
+    assert code == 4
+    assert heavy(modules, "pydantic", "pydantic_core", "anyio", "structlog", *RECIPE_MODELS, *TERMINAL) == []
 
 
 def test_validate_and_plan_still_load_the_recipe(tmp_path: Path) -> None:
