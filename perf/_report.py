@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perf import _slurm_report
+from perf._cli import section as cli_section
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
 from perf.node_loss import section as node_loss_section
 
@@ -22,6 +23,7 @@ ORDER = (
     "watching",
     "plan",
     "peers",
+    "cli",
     "collector",
     "attach-relay",
     "node_loss",
@@ -363,6 +365,7 @@ SECTIONS = {
     "watching": _watching,
     "plan": _plan,
     "peers": _peers,
+    "cli": cli_section,
     "collector": _collector,
     "attach-relay": _attach_relay,
     "node_loss": node_loss_section,
