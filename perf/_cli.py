@@ -147,6 +147,20 @@ def cli_speed(quick: bool) -> dict[str, Any]:
     }
 
 
+# Where the time of each command goes (python -X importtime; tests/house/test_imports.py
+# keeps the recipe models, pydantic-settings and rich out of the job verbs).
+WHERE = [
+    "Where the time goes: `--version` is the interpreter and click. `ps` and `attach` load no recipe"
+    " model, no pydantic-settings and no rich (a test checks it through `sys.modules`); what is left is"
+    " pydantic, with which the journal's and the protocol's event models check what they read, and for"
+    " `ps` anyio, which the journal reader's module imports. `validate` and `plan` load the recipe models"
+    " and the cluster settings: pydantic-settings alone, which imports asyncio and each of its settings"
+    " sources, costs about as much as the recipe models. pydantic's deferred model building"
+    " (`defer_build`) was tried on the recipe sections and left out: it moves the building to the first"
+    " recipe loaded, which builds every nested section anyway, and the total stayed the same.",
+]
+
+
 def section(r: dict[str, Any]) -> list[str]:
     """The page's section (perf/_report.py places it after the peers' tables)."""
     load = f"load average {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after; {r['seconds']:g} s"
@@ -171,7 +185,7 @@ def section(r: dict[str, Any]) -> list[str]:
 
     out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c) for c in row(x)) + " |" for x in r["rows"]]
-    out.append("")
+    out += ["", *WHERE, ""]
     if r.get("no_bytecode"):
         out += [
             "The same commands with no bytecode to read (`PYTHONDONTWRITEBYTECODE=1` and an empty"

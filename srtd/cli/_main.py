@@ -14,6 +14,7 @@ from srtd import __version__, _early_signals
 from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
+Command = click.Command
 
 
 def exit_status(command: Callable[[], int | None]) -> int:
@@ -94,6 +95,12 @@ class _Group(click.Group):
         if cmd_name not in self.commands and module is not None:
             importlib.import_module(module)  # its `@cli.command()` registers it
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        if args and args[0] not in COMMANDS:  # an unknown name: click's "Did you mean" looks at every command
+            for module in sorted(set(COMMANDS.values())):
+                importlib.import_module(module)
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.exit(exit_status(partial(super().invoke, ctx)))

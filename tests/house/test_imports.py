@@ -130,3 +130,10 @@ def test_every_command_is_in_the_lazy_table() -> None:
     from srtd.cli._main import COMMANDS, cli
 
     assert {name: command.callback.__module__ for name, command in cli.commands.items() if command.callback} == COMMANDS
+
+
+def test_an_unknown_command_is_still_answered_with_the_closest_names(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "srtd", "valdate"]
+    done = subprocess.run(argv, cwd=tmp_path, env=srtd_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "Error: No such command 'valdate'. Did you mean 'validate'?"
