@@ -161,9 +161,23 @@ WHERE = [
 ]
 
 
+# Checked once (2026-12-04), when this page's `srtd plan` figure (316 ms, before this section
+# existed) and the issue's (0.79-0.87 s) disagreed.
+EARLIER = [
+    "Earlier figures: this page once gave 316 ms for `srtd plan` of the largest file (commit 4d28e08,"
+    " on an Intel Xeon machine at load 0.5), where users measured 0.79-0.87 s. Bytecode does not explain"
+    " it: both were with bytecode, and without it the same command costs over twice as much again. The"
+    " machine does: commit 4d28e08 itself, run on the machine of this section (shared, load about 3),"
+    " takes 0.82-0.88 s of CPU per `srtd plan`, as much as srtd today. Figures of whole processes only"
+    " compare within one run of `nox -s bench`.",
+]
+
+
 def section(r: dict[str, Any]) -> list[str]:
     """The page's section (perf/_report.py places it after the peers' tables)."""
     load = f"load average {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after; {r['seconds']:g} s"
+    m = r["machine"]
+    load += f"; {m['cpus']} cores, {m['cpu']}, commit {m['commit']}"  # the page's machine row is one section's
     out = [
         "## The command line as a whole process",
         "",
@@ -188,15 +202,16 @@ def section(r: dict[str, Any]) -> list[str]:
     out += ["", *WHERE, ""]
     if r.get("no_bytecode"):
         out += [
-            "The same commands with no bytecode to read (`PYTHONDONTWRITEBYTECODE=1` and an empty"
-            " `-X pycache_prefix`): what a shell with `PYTHONDONTWRITEBYTECODE` set pays after"
-            " `uv pip install` without `--compile`, where every module of srtd and its dependencies is"
-            " compiled from source at every start. This, not srtd, is most of the gap between figures"
-            " measured in such a shell and the ones above.",
+            "The same commands with no bytecode to read for srtd and its dependencies"
+            " (`PYTHONDONTWRITEBYTECODE=1`, a `-X pycache_prefix` holding the standard library's only):"
+            " what a shell with `PYTHONDONTWRITEBYTECODE` set pays after `uv pip install` without"
+            " `--compile`, every module compiled from source at every start.",
             "",
             "| " + " | ".join(header[:-2]) + " |",
             "|" + "---|" * (len(header) - 2),
             *["| " + " | ".join(str(c) for c in row(x)[:-2]) + " |" for x in r["no_bytecode"]],
+            "",
+            *EARLIER,
             "",
         ]
     return out

@@ -383,8 +383,9 @@ WHY = {
     "makespan": "process creation: each launch blocks the event loop in fork/exec (about 10 ms on"
     " a loaded machine, so siblings start one after another), and a unit is three execs (setpriv,"
     " sh, sleep) before its delay starts; about 20-30 ms per level of the DAG",
-    "plan": "interpreter start and imports (pydantic, pydantic-settings, click) are about 0.4 s of"
-    " CPU by themselves (the CPU column); the rest of the wall time is waiting for a core",
+    "plan": "interpreter start and imports (pydantic, pydantic-settings, the recipe models, click) are"
+    " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
+    " waiting for a core",
     "rss": "srtd's process is about 44 MiB before the first unit: pydantic, anyio, rich and structlog,"
     " whose dev module imports rich's traceback renderer and pygments whenever rich is installed (about"
     " 11 MiB of it); httpx (about 12 MiB with its TLS stack) is no longer among them, imported only by"
