@@ -235,7 +235,7 @@ def expand_sweep(variant: Variant, pattern: str | None = None) -> list[Variant]:
     out: list[Variant] = []
     body = {k: v for k, v in data.items() if k != "sweep"}
     budget = _Growth(variant)
-    for name, values in _combinations(variant):
+    for name, values in _combinations(variant, pattern):
         if pattern is not None and not matches(name, pattern):
             continue
         if len(out) == MAX_VARIANTS:
@@ -273,14 +273,49 @@ def variant_names(variant: Variant, limit: int) -> list[str | None]:
     return [name for name, _ in itertools.islice(_combinations(variant), limit)]
 
 
-def _combinations(variant: Variant) -> Iterator[tuple[str, dict[str, Any]]]:
+def _combinations(variant: Variant, pattern: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every point of the sweep in order; with a plain `pattern`, a grid yields only the points whose
+    label could be it (a million-point grid is not walked to find one point)."""
     mode, parameters = _sweep_parameters(variant.data["sweep"], variant.positions)
     names = list(parameters)
+    if mode != "zip" and pattern is not None:
+        parameters = _narrowed(variant.name, parameters, pattern)
     combos = zip(*parameters.values(), strict=True) if mode == "zip" else itertools.product(*parameters.values())
     for combo in combos:
         values = dict(zip(names, combo, strict=True))
         label = ",".join(f"{k}={v}" for k, v in values.items())
         yield (f"{variant.name}/{label}" if variant.name else label), values
+
+
+def _narrowed(prefix: str | None, parameters: dict[str, list[Any]], pattern: str) -> dict[str, list[Any]]:
+    """Each grid parameter's values that can appear in a label equal to `pattern`, in their order.
+
+    Exact only: a glob, or a label with a `[` in it (which `matches` also compares before the
+    bracket), keeps every value, and `matches` still decides each point."""
+    labels = {k: [f"{k}={v}" for v in values] for k, values in parameters.items()}
+    texts = [prefix or "", *(t for ts in labels.values() for t in ts)]
+    if any(c in pattern for c in "*?[") or any("[" in t for t in texts):
+        return parameters
+    head = f"{prefix}/" if prefix else ""
+    if not pattern.startswith(head):
+        return {k: [] for k in parameters}
+    rest = pattern[len(head) :]
+    # the labels are joined with "," and a value may hold "," itself: keep every value whose
+    # label occurs at a boundary of the pattern's rest
+    return {
+        k: [v for v, t in zip(values, labels[k], strict=True) if _at_boundary(rest, t)]
+        for k, values in parameters.items()
+    }
+
+
+def _at_boundary(text: str, label: str) -> bool:
+    start = 0
+    while (i := text.find(label, start)) >= 0:
+        end = i + len(label)
+        if (i == 0 or text[i - 1] == ",") and (end == len(text) or text[end] == ","):
+            return True
+        start = i + 1
+    return False
 
 
 def _too_many(variant: Variant, count: int, limit: int, advice: str) -> Problem:

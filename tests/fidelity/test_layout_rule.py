@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fidelity._compare import load_pair, log_layout_of, pairs
+from tests.reference import need_shared
+
+
+@pytest.fixture(autouse=True)
+def _snapshots() -> None:
+    need_shared()  # without the snapshots there is no rule to check, not a rule that finds none
+
 
 # The snapshots of srtctl versions with logs/workers/, logs/services/logs/ and logs/telemetry/.
 SPLIT = {
