@@ -25,6 +25,8 @@ from srtd.collector._views import FILTERS, SORTS, select, sweep_of, time_to_read
 from srtd.results import sweep_values
 from srtd.status_api import Status
 
+CANCELLED = "cancelled"  # the dashboard's word for a job srtd says was stopped (its status says failed)
+
 MAX_CHOSEN = 200  # jobs plus sweeps one compare page takes from its URL
 JOB_COLUMNS = (
     ("job", "-"),
@@ -70,7 +72,7 @@ def jobs_page(request: Request) -> Response:
         "cursor": store.last_seq(),
         "query": query,
         "clusters": sorted({j["cluster"] for j in everything if j.get("cluster")}),
-        "statuses": [s.value for s in Status],
+        "statuses": [*(s.value for s in Status), CANCELLED],
         "headers": [_sort_header(label, key, query) for label, key in JOB_COLUMNS],
         "jobs": rows,
         "total": len(everything),

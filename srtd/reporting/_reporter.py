@@ -94,8 +94,11 @@ class StatusReporter:
         self.senders = [Sender(ep, self.client, self.log) for ep in self.settings.endpoints]
         job_id = self.fold.job_id
         self.journals = (
-            [JournalSender(ep, job_id, self.client, self.log) for ep in self.settings.endpoints]
-            if self.settings.units
+            [
+                JournalSender(ep, job_id, self.client, self.log, ask=self.settings.units is None)
+                for ep in self.settings.endpoints
+            ]
+            if self.settings.units is not False
             else []
         )
         self.results_file = Path(plan.log_dir) / BENCHMARK_RESULTS
