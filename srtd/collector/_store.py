@@ -298,6 +298,19 @@ class Store:
         ).fetchone()
         return float(row[0]) if row is not None and row[0] is not None else None
 
+    def journal_counts(self, job_id: str) -> tuple[int, int]:
+        """The job's unit restarts (launches with an attempt above 0) and lost nodes (`node` events
+        with `what: lost`, docs/events.md), counted by SQLite from the stored journal."""
+        row = self.db.execute(
+            "SELECT"
+            " COALESCE(SUM(json_extract(event, '$.unit') IS NOT NULL AND json_extract(event, '$.state') = 'starting'"
+            "     AND COALESCE(json_extract(event, '$.attempt'), 0) > 0), 0),"
+            " COALESCE(SUM(json_extract(event, '$.detail.node.what') = 'lost'), 0)"
+            " FROM journal WHERE job_id = ?",
+            (job_id,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
     # -------------------------------------------------------------- helpers
     def _job_row(self, job_id: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.db.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
