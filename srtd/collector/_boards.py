@@ -42,8 +42,9 @@ JOB_COLUMNS = (
     ("exit", "exit_code"),
 )
 # the table's columns on the page (the downloads have every one of `COLUMNS`)
-SHOWN = ("series", "point", "concurrency", "tok_s_per_gpu", "tok_s_per_user", "tok_s", "ttft_p50_ms", "ttft_p99_ms",
-         "tpot_p50_ms", "itl_p50_ms", "e2e_p50_ms", "e2e_p99_ms", "requests", "pareto")  # fmt: skip
+SHOWN = ("series", "point", "concurrency", "tok_s_per_gpu", "tok_s_per_user", "tok_s", "tok_s_per_w", "ttft_p50_ms",
+         "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2e_p50_ms", "e2e_p99_ms", "requests", "pareto")  # fmt: skip
+POWER_ONLY = ("tok_s_per_w",)  # shown when a point has it (the job sampled power)
 FORMATS = ("csv", "json")
 
 
@@ -96,8 +97,10 @@ def _comparison(measured: Sequence[Measured], base: str) -> dict[str, Any]:
         {"job_id": m.job_id, "pareto": m.pareto, "cells": _cells(m, record)}
         for m, record in zip(measured, records(measured), strict=True)
     ]
+    power = any(m.per_watt is not None for m in measured)
     return {
-        "columns": [(key, headers[key]) for key in SHOWN],
+        "columns": [(key, headers[key]) for key in SHOWN if power or key not in POWER_ONLY],
+        "power": power,
         "table": table,
         "chart": chart_data(measured),
         "downloads": {fmt: f"{base}{sep}format={fmt}" for fmt in FORMATS},
