@@ -107,6 +107,12 @@ async def postmortem_detail(job: Job, end: End) -> dict[str, Any] | None:
     return detail
 
 
+async def final_detail(job: Job, end: End) -> dict[str, Any] | None:
+    """The final job event's detail: `end.detail`, and a failed job's `postmortem`."""
+    postmortem = await postmortem_detail(job, end)
+    return end.detail if postmortem is None else {**(end.detail or {}), "postmortem": postmortem}
+
+
 def report(job: Job, end: End) -> JobResult:
     """The job has ended as `end` says: the post-mortem of a failure, the summary, the result."""
     view = job.journal.view

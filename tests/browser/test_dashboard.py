@@ -100,10 +100,10 @@ def test_the_job_page_shows_the_stage_history_units_and_timeline(served: Running
     history = page.locator("table.history [data-status]").all_inner_texts()
     assert history[0] == "submitted"
     assert history[-1] == "completed"
-    timeline = page.locator(".timeline svg")
+    timeline = page.locator('.gantt-row[data-unit="service_registry"] svg')
     assert timeline.is_visible()
-    assert "service_registry" in page.locator(".timeline").text_content().replace("\xa0", " ")
-    page.screenshot(path=str(screenshots() / "collector-job.png"), full_page=True)
+    rows = page.locator(".gantt-row[data-unit]").evaluate_all("rs => rs.map(r => r.dataset.unit)")
+    assert rows == units  # one row per unit, in the job's order
 
 
 def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
@@ -153,7 +153,14 @@ def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browse
         {"seq": 1, "ts": 1_800_000_000.0, "state": "starting", "detail": {"units": [unit], "tiers": {unit: 0}}},
         {"seq": 2, "ts": 1_800_000_001.0, "unit": unit, "state": "starting", "attempt": 0},
         {"seq": 3, "ts": 1_800_000_002.0, "unit": unit, "state": "failed", "reason": POISON},
-        {"seq": 4, "ts": 1_800_000_003.0, "state": "failed", "reason": POISON, "exit_code": 1},
+        {
+            "seq": 4,
+            "ts": 1_800_000_003.0,
+            "state": "failed",
+            "reason": POISON,
+            "exit_code": 1,
+            "detail": {"postmortem": {"unit": unit, "reason": POISON, "log": [POISON, "é✓"]}},
+        },
     ]
     with httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {WRITE}"}, timeout=30) as client:
         job = {"job_id": "poisoned", "job_name": POISON, "submitted_at": at, "metadata": {"sweep": POISON}}
@@ -172,6 +179,8 @@ def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browse
     text = page.inner_text("body")
     assert POISON in text  # the name and the message, as written
     assert unit in text
+    assert page.inner_text(".postmortem pre.log-tail").splitlines() == [POISON, "é✓"]  # the log lines, as text
+    assert page.locator(".gantt-row[data-unit] .gantt-name").all_inner_texts() == [unit]  # the timeline's row
     assert "javascript:window.__pwned = 4" in text  # shown, not linked
     assert page.locator('a[href^="javascript:"]').count() == 0
     assert page.evaluate("typeof window.__pwned") == "undefined"
