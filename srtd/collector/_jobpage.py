@@ -38,6 +38,8 @@ def flat(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(value, dict):
         out: list[tuple[str, str]] = []
         for key in sorted(value, key=str):
+            if value[key] is None:  # nothing to show
+                continue
             out += flat(value[key], f"{prefix}.{key}" if prefix else str(key))
             if len(out) >= FLAT_MOST:
                 break

@@ -32,7 +32,21 @@ NOTES = 200  # journal notes shown at most
 NOTE_CHARS = 300
 # detail keys the page shows in its own way (units, timeline, results, post-mortem): no note for them
 KNOWN_DETAIL = frozenset(
-    {"job", "job_id", "units", "nodes", "tiers", "log", "step", "seconds", "after", "result", "culprit", "postmortem"}
+    {
+        "job",
+        "job_id",
+        "format",
+        "units",
+        "nodes",
+        "tiers",
+        "log",
+        "step",
+        "seconds",
+        "after",
+        "result",
+        "culprit",
+        "postmortem",
+    }
 )
 AXIS_TICKS = 5
 
