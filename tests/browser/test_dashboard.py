@@ -136,8 +136,10 @@ def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
     jobs = json.loads(page.evaluate("fetch('/api/jobs').then(r => r.text())"))["jobs"]
     failed = next(j["job_id"] for j in jobs if j["job_name"] == "demo-failing-infra")
     page.goto(f"{served.url}/jobs/{failed}")
-    assert page.inner_text(".culprit-line") == "failure culprit: service_model_cache"
-    page.screenshot(path=str(screenshots() / "collector-job-failed.png"), full_page=True)
+    culprit = page.inner_text(".culprit-line")
+    assert culprit == "failure culprit: service_model_cache, exit code 3: exited with exit code 3 before it was ready"
+    assert "disk full" in page.inner_text(".postmortem pre.log-tail")  # its log's last lines, from the journal
+    # the failed job page's screenshot is test_live_jobs's (its own job's log lines)
 
 
 def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browser_page: Any) -> None:
