@@ -195,7 +195,8 @@ def test_a_sweep_named_with_markup_is_text_on_the_jobs_sweep_and_compare_pages(
 ) -> None:
     seed(seeded.url, {POISON: ((2, 100.0, 20.0),)})
     page = browser_page
-    pages = ("/", "/sweeps/" + quote(POISON, safe=""), "/compare?sweep=" + quote(POISON, safe=""))
+    job = f"/jobs/{hashlib.sha256(POISON.encode()).hexdigest()[:12]}-2"  # the sweep's point: its page names the sweep
+    pages = (job, "/", "/sweeps/" + quote(POISON, safe=""), "/compare?sweep=" + quote(POISON, safe=""))
     for path in pages:
         page.goto(seeded.url + path)
         assert POISON in page.inner_text("main")
