@@ -96,7 +96,7 @@ def job_points(job: dict[str, Any], series: str) -> list[Measured]:
     config = sweep_values(variant)
     label = variant or str(job.get("job_name") or job["job_id"])
     watts = watts_of(job)
-    status = str(job.get("status") or "")
+    status = str(job.get("shown_status") or job.get("status") or "")
     return [
         Measured(series, job["job_id"], label, config, status, p, watts=watts.get(p.concurrency or -1))
         for p in sorted(points, key=lambda p: (p.concurrency is None, p.concurrency or 0))

@@ -122,3 +122,20 @@ async def test_results_that_are_no_points_are_a_list_and_a_cancelled_job_says_so
     status = page.split("<dt>status</dt><dd>")[1].split("</dd>")[0]
     assert 'data-status="cancelled"' in status
     assert "(reported as failed)" in status
+
+
+async def test_a_cancelled_sweep_point_reads_cancelled_on_its_sweep_page(api: httpx.AsyncClient) -> None:
+    point = put("failed", exit_code=143, metadata={"sweep": "sw", "variant": "concurrency=2"})
+    await api.put("/api/jobs/s2", json=point)
+    events = [
+        {"seq": 1, "ts": 1.0, "state": "starting"},
+        {"seq": 2, "ts": 2.0, "state": "cancelled", "exit_code": 143, "reason": "stopped by SIGTERM"},
+    ]
+    await api.post("/api/srtd/jobs/s2/journal", json={"events": events})
+    sweep = (await api.get("/sweeps/sw")).text
+    row = sweep.split('<tr data-job-id="s2">')[1].split("</tr>")[0]
+    assert re.findall(r'data-status="(\w+)"', row) == ["cancelled"]
+    timed_out = [{"seq": 3, "ts": 3.0, "state": "cancelled", "detail": {"time_limit": True}}]
+    await api.put("/api/jobs/t1", json=put("timeout", exit_code=143))
+    await api.post("/api/srtd/jobs/t1/journal", json={"events": timed_out})
+    assert (await api.get("/api/jobs/t1")).json()["shown_status"] == "timeout"  # the time limit is no user's stop
