@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
 
-from tests.browser.conftest import POISON, WRITE, screenshots
+from tests.browser.conftest import BROWSER_ONLY, POISON, WRITE, screenshots
 from tests.collector.helpers import Running
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
-]
+pytestmark = BROWSER_ONLY
 GPUS = 4
 # sweep -> (concurrency, output tok/s, median TPOT ms); alpha's c=32 is beaten by its c=16 on both axes
 SWEEPS = {

@@ -11,32 +11,21 @@ fixed ports: wrap in `flock /tmp/srtd-ports.lock` on a shared machine.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.browser.conftest import POISON, READ, WRITE, screenshots
+from tests.browser.conftest import BROWSER_ONLY, POISON, READ, TOY_JOB_HEAD, WRITE, screenshots
 from tests.collector.helpers import Running, collector_env
 from tests.command import SRTD
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
-]
+pytestmark = BROWSER_ONLY
 # A job with no fixed ports: infrastructure, two services gated on it, a terminal unit that
 # runs long enough to be seen running.
-JOB = """\
-schema: 2
-name: browser-job
-model: {path: "hf:srtd/toy", container: toy, precision: bf16}
-resources: {gpu_type: cpu, gpus_per_node: 1}
-frontend: {type: none}
-observability: {tachometer: {enabled: false}}
-services:
+JOB = (
+    TOY_JOB_HEAD.replace("NAME", "browser-job")
+    + """\
   - name: registry
     start: infra
     command: [python3, -u, -c, "import time; time.sleep(0.3); print('up'); time.sleep(3600)"]
@@ -55,6 +44,7 @@ services:
 reporting:
   status: {endpoint: "ENDPOINT", units: true}
 """
+)
 
 
 def job_env() -> dict[str, str]:

@@ -8,33 +8,22 @@ Skipped unless SRTD_TEST_BROWSER=1 (`nox -s browser`).  Screenshots go to $SRTD_
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.browser.conftest import screenshots
+from tests.browser.conftest import BROWSER_ONLY, TOY_JOB_HEAD, screenshots
 from tests.browser.test_dashboard import job_env
 from tests.collector.helpers import Running
 from tests.command import SRTD
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
-]
+pytestmark = BROWSER_ONLY
 # infrastructure, a service gated on it, a terminal unit that runs `TERMINAL` seconds; `units` unset
-JOB = """\
-schema: 2
-name: live-job
-model: {path: "hf:srtd/toy", container: toy, precision: bf16}
-resources: {gpu_type: cpu, gpus_per_node: 1}
-frontend: {type: none}
-observability: {tachometer: {enabled: false}}
-services:
+JOB = (
+    TOY_JOB_HEAD.replace("NAME", "live-job")
+    + """\
   - name: registry
     start: infra
     command: [python3, -u, -c, "import time; time.sleep(1.5); print('up'); time.sleep(3600)"]
@@ -49,6 +38,7 @@ services:
 reporting:
   status: {endpoint: "ENDPOINT"}
 """
+)
 CACHE_OK = "python3, -u, -c, \"import time; time.sleep(1.5); print('up'); time.sleep(3600)\""
 CACHE_FAILS = (
     "python3, -u, -c, \"import sys; print('loading the cache'); print('error: <b>disk</b> full é✓'); sys.exit(3)\""
