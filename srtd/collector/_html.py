@@ -27,7 +27,7 @@ def page(title: str, body: str, *, nonce: str, feed: str | None = None, cursor: 
     """The whole document; `feed`: the cursor feed whose news refresh `<main>` in place.
 
     `nonce`: the response's CSP nonce (`_guard`); the script carries it so that it can ask
-    for fragments whose timeline styles carry the same one."""
+    for fragments whose styles carry the same one."""
     live = f' data-feed="{esc(feed)}" data-cursor="{cursor}"' if feed else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
