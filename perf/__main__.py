@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _collector, _latency, _peers, _plan, _relay, _slurm, _watching, node_loss
+    from perf import _cli, _collector, _latency, _peers, _plan, _relay, _slurm, _watching, node_loss
 
     return {
         "exits": _latency.exits,
@@ -35,6 +35,7 @@ def scenarios() -> dict[str, Scenario]:
         "watching": _watching.watching,
         "plan": _plan.plan_speed,
         "peers": _peers.peers,
+        "cli": _cli.cli_speed,
         "collector": _collector.put_storm,
         "attach-relay": _relay.relay,  # needs the dev Slurm cluster (scripts/slurm-dev-cluster up 4)
         "node_loss": node_loss.node_loss,  # needs the dev Slurm cluster; skipped without it

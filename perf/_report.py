@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perf import _slurm_report
+from perf._cli import section as cli_section
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
 from perf.node_loss import section as node_loss_section
 
@@ -22,6 +23,7 @@ ORDER = (
     "watching",
     "plan",
     "peers",
+    "cli",
     "collector",
     "attach-relay",
     "node_loss",
@@ -363,6 +365,7 @@ SECTIONS = {
     "watching": _watching,
     "plan": _plan,
     "peers": _peers,
+    "cli": cli_section,
     "collector": _collector,
     "attach-relay": _attach_relay,
     "node_loss": node_loss_section,
@@ -380,8 +383,9 @@ WHY = {
     "makespan": "process creation: each launch blocks the event loop in fork/exec (about 10 ms on"
     " a loaded machine, so siblings start one after another), and a unit is three execs (setpriv,"
     " sh, sleep) before its delay starts; about 20-30 ms per level of the DAG",
-    "plan": "interpreter start and imports (pydantic, pydantic-settings, click) are about 0.4 s of"
-    " CPU by themselves (the CPU column); the rest of the wall time is waiting for a core",
+    "plan": "interpreter start and imports (pydantic, pydantic-settings, the recipe models, click) are"
+    " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
+    " waiting for a core",
     "rss": "srtd's process is about 44 MiB before the first unit: pydantic, anyio, rich and structlog,"
     " whose dev module imports rich's traceback renderer and pygments whenever rich is installed (about"
     " 11 MiB of it); httpx (about 12 MiB with its TLS stack) is no longer among them, imported only by"

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from srtd._source import source_dir
 from srtd.cluster import Cluster
 from srtd.layout import Place, log_file
 from srtd.recipe import Recipe
@@ -23,19 +24,7 @@ from srtd.unit import Container, PowerSampling
 
 LOGS_IN_CONTAINER = "/logs"
 MODEL_IN_CONTAINER = "/model"
-SOURCE_DIR_VAR = "SRTCTL_SOURCE_DIR"
 _SOURCE_DIR_REF = re.compile(r"\$(?:\{SRTCTL_SOURCE_DIR\}|SRTCTL_SOURCE_DIR\b)")
-
-
-def source_dir() -> str:
-    """What srt-slurm's `$SRTCTL_SOURCE_DIR` is in srtd: the directory srtd runs in.
-
-    srtctl's batch script exports its checkout (the directory `srtctl apply` ran in, whose
-    `configs/` and `examples/` recipes name) and every step inherits it.  srtd's checkout
-    is the user's: the directory srtd was started in, which `srtd submit` makes the job's
-    working directory too.  A value already in srtd's environment is kept.
-    """
-    return os.path.abspath(os.environ.get(SOURCE_DIR_VAR) or os.getcwd())
 
 
 def _looks_like_image(value: str) -> bool:

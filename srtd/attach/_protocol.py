@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from srtd._json import TooDeep, loads_bounded
-from srtd.events import Event, JobView, UnitView
+
+if TYPE_CHECKING:
+    from srtd.events import Event, JobView
 
 PROTOCOL = 1
 MAX_REQUEST = 64 * 1024  # bytes in one request line; longer ones get an error reply
@@ -127,6 +129,8 @@ def snapshot_message(view: JobView, order: Sequence[str], **extra: Any) -> dict[
 
 def view_of(snapshot: Mapping[str, Any]) -> JobView:
     """The `JobView` a snapshot message carries (its extra keys are ignored)."""
+    from srtd.events import JobView, UnitView  # the models: not for the relay, which only passes frames on
+
     fields = set(JobView.model_fields) - {"units"}
     view = JobView.model_validate({k: v for k, v in snapshot.items() if k in fields})
     for unit in snapshot.get("units", []):
@@ -141,4 +145,6 @@ def event_message(line: str) -> bytes:
 
 
 def event_of(message: Mapping[str, Any]) -> Event:
+    from srtd.events import Event
+
     return Event.model_validate(message["event"])

@@ -62,9 +62,7 @@ def _stage_text(job: ListedJob) -> str:
 @click.option("--local", is_flag=True, help="Only the jobs running on this node (their sockets); do not ask Slurm.")
 def ps(as_json: bool, local: bool) -> None:
     """This user's jobs: those srtd submitted to Slurm (pending, running, recently ended), and this node's."""
-    from rich.table import Table
-
-    from srtd.attach import clock_time, list_jobs
+    from srtd.attach import list_jobs
 
     jobs = list_jobs(cluster=not local)
     if as_json:
@@ -74,6 +72,10 @@ def ps(as_json: bool, local: bool) -> None:
     if not jobs:
         click.echo("no jobs")
         return
+    from rich.table import Table  # the table's view only: `--json` draws nothing
+
+    from srtd.attach import clock_time
+
     table = Table(show_edge=False)
     for column in ("job", "name", "variant", "state", "stage", "nodes", "started", "log dir"):
         table.add_column(column)
@@ -169,7 +171,7 @@ def _replay(log_dir: Path, *, as_json: bool, once: bool) -> None:
 
 
 def _once(target: str, *, as_json: bool) -> None:
-    from srtd.attach import EVENT_PANE, connect, event_of, render_view, view_of
+    from srtd.attach import connect
 
     with connect(target) as conn:
         if as_json:
@@ -177,6 +179,8 @@ def _once(target: str, *, as_json: bool) -> None:
             reply.pop("type", None)
             click.echo(json.dumps(reply))
             return
+        from srtd.attach import EVENT_PANE, event_of, render_view, view_of  # the view (rich): drawn only here
+
         # The snapshot, then the journal's last events up to it (the pane's), not all of it.
         seq = int(conn.request("snapshot").get("seq") or 0)
         snapshot = conn.request("subscribe", from_seq=max(0, seq - EVENT_PANE))

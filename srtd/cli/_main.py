@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -15,6 +14,7 @@ from srtd import __version__, _early_signals
 from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
+Command = click.Command
 
 
 def exit_status(command: Callable[[], int | None]) -> int:
@@ -54,6 +54,9 @@ def _outcome(command: Callable[[], int | None]) -> int:
                 click.echo(f"srtd: {line}", err=True)
             return exit_code_for(known)
         # a bug in srtd: say so in one line, keep the traceback
+        import tempfile  # imported here: every command would pay for them
+        import traceback
+
         with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
             traceback.print_exc(file=fh)
         click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
@@ -61,9 +64,43 @@ def _outcome(command: Callable[[], int | None]) -> int:
     return EXIT_OK if code is None else int(code)
 
 
+# command name -> the module that defines it (and registers it on `cli` when imported)
+COMMANDS = {
+    **dict.fromkeys(("attach", "logs", "ps", "relay", "restart", "signal", "stop", "tail"), "srtd.cli._attach"),
+    "collector": "srtd.cli._collector",
+    "migrate": "srtd.cli._migrate",
+    "plan": "srtd.cli._plan",
+    "results": "srtd.cli._results",
+    "run": "srtd.cli._run",
+    "schema": "srtd.cli._schema",
+    "submit": "srtd.cli._submit",
+    "timeline": "srtd.cli._timeline",
+    "validate": "srtd.cli._validate",
+}
+
+
 class _Group(click.Group):
     """Runs every command under the same error policy (`exit_status`): a command returns
-    its code or raises, and only here does that become the process's exit status."""
+    its code or raises, and only here does that become the process's exit status.
+
+    A command's module is imported when the command is looked up (`COMMANDS`): `srtd ps`
+    loads the attach client, not the recipe models `srtd validate` needs.  `--help`
+    looks every command up, so it lists each with its short help as before."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(module)  # its `@cli.command()` registers it
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        if args and args[0] not in COMMANDS:  # an unknown name: click's "Did you mean" looks at every command
+            for module in sorted(set(COMMANDS.values())):
+                importlib.import_module(module)
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         ctx.exit(exit_status(partial(super().invoke, ctx)))
@@ -82,8 +119,6 @@ def cli() -> None:
 
 
 def main() -> None:
-    from srtd.cli import _commands  # noqa: F401  (registers the commands)
-
     try:
         cli(standalone_mode=True)
     except BrokenPipeError:  # `srtd plan ... | head`: the reader is gone, nothing to report (exit 0)

@@ -80,7 +80,7 @@ def _export_source_dir() -> None:
     # srt-slurm's batch script exports SRTCTL_SOURCE_DIR and every step inherits it; recipes
     # name files under it (`bash ${SRTCTL_SOURCE_DIR}/configs/...`).  srtd's units inherit
     # srtd's environment, so the variable set here reaches each of them (docs/recipe.md).
-    from srtd.context import SOURCE_DIR_VAR, source_dir
+    from srtd._source import SOURCE_DIR_VAR, source_dir
 
     os.environ[SOURCE_DIR_VAR] = source_dir()
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from srtd._lazy import lazy_attributes
-from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, Stray, signal_name
-from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
 
 if TYPE_CHECKING:
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
     from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
     from srtd.launch._portblock import PORT_OFFSET_STEP, PortClaim, claim_port_block
+    from srtd.launch._protocol import ExitStatus, Handle, Launcher, StopCause, Stray, signal_name
     from srtd.launch._queue import (
         ENDED_STATES,
         SlurmJob,
@@ -33,11 +32,17 @@ if TYPE_CHECKING:
         wait_ended,
     )
     from srtd.launch._slurm import SlurmHandle, SlurmLauncher, list_steps, slurm_addresses, slurmd_targets
+    from srtd.launch._srun import srun_argv, srun_line, srun_nodelist, step_name, with_srun_lines, wrapper_script
     from srtd.launch._tool import ToolRun, run_slurm_tool, slurm_tool
 
-# The launchers themselves load on first use: `srtd plan` renders srun lines and needs
-# none of them (nor structlog and anyio, which they import).
+# Every module loads on first use: `srtd plan` renders srun lines and needs none of the
+# launchers (nor structlog and anyio, which they import); `srtd ps` reads Slurm's queue
+# and needs not even the plan's models.
 _LAZY = {
+    **dict.fromkeys(("ExitStatus", "Handle", "Launcher", "StopCause", "Stray", "signal_name"), "_protocol"),
+    **dict.fromkeys(
+        ("srun_argv", "srun_line", "srun_nodelist", "step_name", "with_srun_lines", "wrapper_script"), "_srun"
+    ),
     **dict.fromkeys(("FakeHandle", "FakeLauncher", "FakeRun", "FakeSignal", "FakeStart"), "_fake"),
     **dict.fromkeys(("LOCAL_ADDRESS", "LocalHandle", "LocalLauncher", "unit_argv", "unit_env"), "_local"),
     **dict.fromkeys(("PORT_OFFSET_STEP", "PortClaim", "claim_port_block"), "_portblock"),

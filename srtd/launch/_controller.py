@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
-import structlog
 
+from srtd._structlog import structlog
 from srtd.launch._tool import (
     TOOL_TIMEOUT,
     ToolRun,

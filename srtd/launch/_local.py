@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Self
 
 import anyio
-import structlog
 
 from srtd._files import open_file
+from srtd._structlog import structlog
 from srtd.errors import FileRefused, LaunchError
 from srtd.launch._guardian import Guardian
 from srtd.launch._holders import bind_errno, port_holder

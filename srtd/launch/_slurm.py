@@ -46,9 +46,9 @@ from typing import Any, Self
 
 import anyio
 import anyio.abc
-import structlog
 
 from srtd._files import open_file, open_under
+from srtd._structlog import structlog
 from srtd.errors import FileRefused, LaunchError
 from srtd.launch._controller import Controller, list_steps, parse_duration
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets

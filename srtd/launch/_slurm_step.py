@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import structlog
 
 from srtd._files import OUTPUT_LIMIT, SMALL_LIMIT, read_back
+from srtd._structlog import structlog
 from srtd.errors import EXIT_SIGNAL_BASE, FileRefused, LaunchError
 from srtd.launch._controller import backoff, list_steps, srun_never_reached
 from srtd.launch._process import ChildProcess

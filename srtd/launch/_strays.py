@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-import structlog
 
+from srtd._structlog import structlog
 from srtd.launch._process import pidfd_open
 from srtd.launch._protocol import Stray
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
-import structlog
 
 from srtd._files import read_back
+from srtd._structlog import structlog
 from srtd.events import Event
 from srtd.reporting._contract import Request, job_created
 from srtd.reporting._fold import StageFold

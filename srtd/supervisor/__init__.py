@@ -17,26 +17,55 @@ Public surface:
 See docs/supervisor.md and docs/events.md.
 """
 
-from srtd.supervisor._after import AfterJob, AfterJobFailure, AfterJobHook
-from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
-from srtd.supervisor._console import (
-    Console,
-    JsonConsole,
-    LiveConsole,
-    NullConsole,
-    ProgressRow,
-    SummaryRow,
-    TerminalConsole,
-    event_message,
-)
-from srtd.supervisor._job import Job, JobOptions, Service, check_plan, supervise
-from srtd.supervisor._journal import Journal, read_journal
-from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, JobResult
-from srtd.supervisor._port import ServicePort
-from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
-from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
-from srtd.supervisor._tail import LogLine, Tailer, read_tail
-from srtd.supervisor._teardown import Stop
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srtd._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from srtd.supervisor._after import AfterJob, AfterJobFailure, AfterJobHook
+    from srtd.supervisor._clock import Clock, ScaledClock, SystemClock
+    from srtd.supervisor._console import (
+        Console,
+        JsonConsole,
+        LiveConsole,
+        NullConsole,
+        ProgressRow,
+        SummaryRow,
+        TerminalConsole,
+        event_message,
+    )
+    from srtd.supervisor._job import Job, JobOptions, Service, check_plan, supervise
+    from srtd.supervisor._journal import JOURNAL_NAME, Journal, read_journal
+    from srtd.supervisor._outcome import POSTMORTEM_NAME, JobResult
+    from srtd.supervisor._port import ServicePort
+    from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
+    from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
+    from srtd.supervisor._tail import LogLine, Tailer, read_tail
+    from srtd.supervisor._teardown import Stop
+
+# public name -> its module: the face loads a module on first use, so `srtd ps` reading a
+# journal (`read_journal`) does not import the consoles' rich and structlog
+_LAZY = {
+    **dict.fromkeys(("AfterJob", "AfterJobFailure", "AfterJobHook"), "_after"),
+    **dict.fromkeys(("Clock", "ScaledClock", "SystemClock"), "_clock"),
+    **dict.fromkeys(
+        ("Console", "JsonConsole", "LiveConsole", "NullConsole", "ProgressRow", "SummaryRow", "TerminalConsole"),
+        "_console",
+    ),
+    "event_message": "_console",
+    **dict.fromkeys(("Job", "JobOptions", "Service", "check_plan", "supervise"), "_job"),
+    **dict.fromkeys(("JOURNAL_NAME", "Journal", "read_journal"), "_journal"),
+    **dict.fromkeys(("POSTMORTEM_NAME", "JobResult"), "_outcome"),
+    "ServicePort": "_port",
+    **dict.fromkeys(("ProbeResult", "check", "count", "evaluate_workers"), "_probes"),
+    **dict.fromkeys(("STOP_SIGNALS", "relay_signals", "run"), "_run"),
+    **dict.fromkeys(("LogLine", "Tailer", "read_tail"), "_tail"),
+    "Stop": "_teardown",
+}
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "JOURNAL_NAME",

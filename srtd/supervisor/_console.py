@@ -25,12 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
-import structlog
 from rich.console import Console as RichConsole
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from srtd._structlog import structlog
 from srtd.events import Event
 from srtd.launch import ExitStatus
 from srtd.supervisor._nbstream import NonBlockingStream, would_block

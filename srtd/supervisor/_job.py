@@ -38,8 +38,8 @@ from srtd.supervisor._console import Console, NullConsole, TerminalConsole
 from srtd.supervisor._control import JobControl
 from srtd.supervisor._diskspace import Level, LogSpaceWatch
 from srtd.supervisor._groups import Groups
-from srtd.supervisor._journal import Journal, Listener
-from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, final_detail, report
+from srtd.supervisor._journal import JOURNAL_NAME, Journal, Listener
+from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, final_detail, report
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch

@@ -39,6 +39,8 @@ from srtd._files import JOURNAL_LIMIT, open_file, read_back
 from srtd.errors import FileRefused
 from srtd.events import Event, EventFacts, JobState, JobView, UnitState
 
+JOURNAL_NAME = "events.jsonl"  # in a job's log directory
+
 Listener = Callable[[Event], None]
 Write = Callable[[int, bytes], int]  # os.write's shape
 

@@ -11,6 +11,7 @@ import anyio
 
 from srtd.events import Event, JobState, JobView, UnitState
 from srtd.supervisor._console import SummaryRow
+from srtd.supervisor._journal import JOURNAL_NAME
 from srtd.supervisor._postmortem import UnitLog, write_postmortem
 from srtd.supervisor._rows import root_cause, summary_rows
 from srtd.supervisor._tail import read_tail
@@ -18,7 +19,6 @@ from srtd.supervisor._tail import read_tail
 if TYPE_CHECKING:
     from srtd.supervisor._job import Job
 
-JOURNAL_NAME = "events.jsonl"
 POSTMORTEM_NAME = "postmortem.txt"
 # The post-mortem the final event of a failed job carries (for a collector's job page): bounded
 EVENT_TAIL_LINES = 40

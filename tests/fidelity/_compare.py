@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from srtd._source import source_dir
 from srtd.cluster import Cluster
-from srtd.context import source_dir
 from srtd.launch import srun_nodelist
 from srtd.layout import LogLayout, Place, directory
 from srtd.plan import build_plan

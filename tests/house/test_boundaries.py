@@ -33,6 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_json",
         "_yaml_depth",
         "_files",
+        "_source",
+        "_structlog",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "runtime", "status_api", "topology", "results"),

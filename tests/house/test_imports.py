@@ -1,0 +1,139 @@
+"""Each command imports what it uses (issue #36): checked through `sys.modules` of a real
+`srtd` process at its exit, never by timing.
+
+`srtd ps`, `--version`, `attach --once --json`, `stop`, `tail`, `logs` and the relay read
+no recipe and draw no terminal view: none of them may load the recipe models, rich or
+pygments, nor pydantic-settings; the relay step not even pydantic.  `srtd run` of a saved
+plan needs no recipe models, and its structlog console no rich traceback renderer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from srtd.unit import UnitKind
+from tests.attach.helpers import JobProcess
+from tests.command import REPO, srtd_env
+from tests.supervisor.helpers import PlanMaker
+
+# `srtd ARGS...` in a process that writes the names in sys.modules to OUT as it exits
+PROBE = """\
+import atexit, json, sys
+out = sys.argv[1]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["srtd", *sys.argv[2:]]
+from srtd.cli import main
+main()
+"""
+
+RECIPE_MODELS = ("srtd.recipe", "srtd.cluster", "pydantic_settings")
+TERMINAL = ("rich", "pygments")
+DEMO = REPO / "recipes" / "local" / "demo.yaml"
+
+
+def loaded(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        cwd=REPO,
+        env=srtd_env(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, set(json.loads(out.read_text()))
+
+
+def heavy(modules: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in packages or m.startswith(packages))
+
+
+def test_version_imports_neither_pydantic_nor_the_commands(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "--version")
+    assert code == 0
+    assert heavy(modules, "pydantic", "pydantic_core", *RECIPE_MODELS, *TERMINAL, "srtd.cli._attach") == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ps", "--local", "--json"),
+        ("ps", "--local"),  # no job on this node: "no jobs", no table drawn
+        ("stop", "no-such-job"),
+        ("tail", "no-such-job", "u"),
+        ("logs", "no-such-job", "u"),
+        ("restart", "no-such-job", "u"),
+    ],
+)
+def test_the_job_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path, args: tuple[str, ...]) -> None:
+    rt = tmp_path / "rt"
+    code, modules = loaded(tmp_path, *args, env={"SRTD_RUNTIME_DIR": str(rt)})
+    assert code in (0, 4)  # 4: no such job (attach failed), after the command's imports
+    assert heavy(modules, *RECIPE_MODELS, *TERMINAL) == []
+
+
+def test_a_live_job_s_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path) -> None:
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
+    maker.unit("sleeper", argv=("sleep", "60"), marker=False)
+    runtime = {"SRTD_RUNTIME_DIR": str(tmp_path / "rt")}
+    job = JobProcess.of_plan(maker.plan(), maker.root, **runtime)
+    try:
+        socket = str(job.socket())
+        job.running()
+        for args in (("attach", socket, "--once", "--json"), ("tail", socket, "sleeper"), ("stop", socket, "--wait")):
+            code, modules = loaded(tmp_path, *args, env=runtime)
+            assert (args, code, heavy(modules, *RECIPE_MODELS, *TERMINAL)) == (args, 0, [])
+        assert job.finish()[0] == 143  # stopped as SIGTERM would stop it
+    finally:
+        job.kill()
+
+
+def test_run_of_a_saved_plan_imports_no_recipe_models(tmp_path: Path) -> None:
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
+    maker.unit("once", argv=("true",), marker=False, kind=UnitKind.BENCHMARK)
+    plan = tmp_path / "plan.json"
+    plan.write_text(maker.plan().dumps())
+    code, modules = loaded(tmp_path, "run", str(plan), "--plain", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
+    assert code == 0
+    assert heavy(modules, *RECIPE_MODELS) == []
+    # structlog's console without rich's traceback renderer (srtd/_structlog.py)
+    assert heavy(modules, "pygments", "rich.traceback", "rich.pretty") == []
+    assert "structlog" in modules
+
+
+def test_the_relay_step_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`srtd relay` runs in a step for every verb sent from the login node: it passes frames on."""
+    code, modules = loaded(tmp_path, "relay", "no-such-job", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
+    assert code == 4
+    assert heavy(modules, "pydantic", "pydantic_core", "anyio", "structlog", *RECIPE_MODELS, *TERMINAL) == []
+
+
+def test_validate_and_plan_still_load_the_recipe(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "validate", str(DEMO))
+    assert code == 0
+    assert "srtd.recipe" in modules
+    code, modules = loaded(tmp_path, "plan", str(DEMO), "--json", "--local")
+    assert code == 0
+    assert "srtd.recipe" in modules
+
+
+def test_every_command_is_in_the_lazy_table() -> None:
+    """`srtd.cli._commands` imports every command module: each name it registers is in `COMMANDS`,
+    with the module that registers it (a command missing from the table would vanish from the CLI)."""
+    import srtd.cli._commands  # noqa: F401
+    from srtd.cli._main import COMMANDS, cli
+
+    assert {name: command.callback.__module__ for name, command in cli.commands.items() if command.callback} == COMMANDS
+
+
+def test_an_unknown_command_is_still_answered_with_the_closest_names(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "srtd", "valdate"]
+    done = subprocess.run(argv, cwd=tmp_path, env=srtd_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "Error: No such command 'valdate'. Did you mean 'validate'?"
