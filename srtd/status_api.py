@@ -112,6 +112,7 @@ class JobUpdate(_Body):
 # recorded once.
 
 JOURNAL_ROUTE = "/api/srtd/jobs/{job_id}/journal"
+HEALTH_ROUTE = "/api/health"  # an srtd collector's answer carries {"srtd": {"journal": 1}}
 JOURNAL_BATCH = 200  # events per request at most
 
 

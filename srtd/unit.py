@@ -381,14 +381,16 @@ class StatusReporting(_Frozen):
     job_id_prefix: str = ""  # the collector knows the job as prefix + job id
     cluster: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)  # sent with the first PUT of a run
-    units: bool = False  # also send the journal's events to srtd's extension route (srtd collector)
+    # also send the journal's events to srtd's extension route: True always, False never, None (the
+    # default) to each collector whose `/api/health` says it takes them (an srtd collector)
+    units: bool | None = None
 
     @model_serializer(mode="wrap")
-    def _omit_units_off(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Plans that do not send the journal keep the exact JSON they had before `units` existed.
+    def _omit_units_default(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Plans that leave `units` unset keep the exact JSON they had before `units` existed.
         data: dict[str, Any] = handler(self)
-        if data.get("units") is False:
-            del data["units"]
+        if data.get("units") is None:
+            data.pop("units", None)
         return data
 
 

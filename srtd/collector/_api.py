@@ -110,8 +110,12 @@ def _feed(events: list[dict[str, Any]], after: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the contract
+JOURNAL_FEED = 1  # the version of srtd's journal route this collector speaks (`/api/health`)
+
+
 async def health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    """The contract's health answer, plus what srtd's reporter looks for: this collector takes journals."""
+    return JSONResponse({"status": "ok", "srtd": {"journal": JOURNAL_FEED}})
 
 
 async def post_job(request: Request) -> Response:
@@ -170,6 +174,18 @@ async def get_journal(request: Request) -> Response:
     return JSONResponse({"events": [e.model_dump(mode="json", exclude_none=True) for e in journal]})
 
 
+async def job_changes(request: Request) -> Response:
+    """A job's revision as a cursor feed: one entry when anything of the job (status or journal)
+    changed after `after`, so a job page refreshes on its units' news too (`static/live.js`)."""
+    require_read(request)
+    after = _after(request)
+    revision = store_of(request).revision(request.path_params["job_id"])
+    if revision is None:
+        raise ApiError(404, f"no job {request.path_params['job_id']!r}")
+    changed = [{"seq": revision}] if revision != after else []  # a database started over: news too
+    return JSONResponse({"events": changed, "next": revision, "more": False})
+
+
 ROUTES = [
     Route("/api/health", health, methods=["GET"]),
     Route("/api/jobs", post_job, methods=["POST"]),
@@ -177,6 +193,7 @@ ROUTES = [
     Route("/api/events", events, methods=["GET"]),
     Route("/api/srtd/jobs/{job_id:path}/journal", post_journal, methods=["POST"]),
     Route("/api/srtd/jobs/{job_id:path}/journal", get_journal, methods=["GET"]),
+    Route("/api/srtd/jobs/{job_id:path}/changes", job_changes, methods=["GET"]),
     Route("/api/jobs/{job_id:path}/events", job_events, methods=["GET"]),
     Route("/api/jobs/{job_id:path}", put_job, methods=["PUT"]),
     Route("/api/jobs/{job_id:path}", get_job, methods=["GET"]),

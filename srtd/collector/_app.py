@@ -14,13 +14,14 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from srtd.collector import _api
 from srtd.collector._auth import Tokens, check_bind
 from srtd.collector._guard import Guard
 from srtd.collector._limits import ACCEPT_BATCH, raise_fd_limit, server_settings
+from srtd.collector._metrics import metrics
 from srtd.collector._store import SchemaTooNew, Store, open_db
 from srtd.errors import LaunchError, UsageError
 
@@ -34,7 +35,7 @@ class _App(Starlette):
 
 def create_app(store: Store, tokens: Tokens, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     app = _App(
-        routes=[*_api.ROUTES, *(extra_routes or [])],
+        routes=[*_api.ROUTES, Route("/metrics", metrics, methods=["GET"]), *(extra_routes or [])],
         exception_handlers={
             _api.ApiError: _api.api_error,
             HTTPException: _api.http_error,

@@ -25,6 +25,8 @@ from srtd.collector._views import FILTERS, SORTS, select, sweep_of, time_to_read
 from srtd.results import sweep_values
 from srtd.status_api import Status
 
+CANCELLED = "cancelled"  # the dashboard's word for a job srtd says was stopped (its status says failed)
+
 MAX_CHOSEN = 200  # jobs plus sweeps one compare page takes from its URL
 JOB_COLUMNS = (
     ("job", "-"),
@@ -40,8 +42,9 @@ JOB_COLUMNS = (
     ("exit", "exit_code"),
 )
 # the table's columns on the page (the downloads have every one of `COLUMNS`)
-SHOWN = ("series", "point", "concurrency", "tok_s_per_gpu", "tok_s_per_user", "tok_s", "ttft_p50_ms", "ttft_p99_ms",
-         "tpot_p50_ms", "itl_p50_ms", "e2e_p50_ms", "e2e_p99_ms", "requests", "pareto")  # fmt: skip
+SHOWN = ("series", "point", "concurrency", "tok_s_per_gpu", "tok_s_per_user", "tok_s", "tok_s_per_w", "ttft_p50_ms",
+         "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2e_p50_ms", "e2e_p99_ms", "requests", "pareto")  # fmt: skip
+POWER_ONLY = ("tok_s_per_w",)  # shown when a point has it (the job sampled power)
 FORMATS = ("csv", "json")
 
 
@@ -70,7 +73,7 @@ def jobs_page(request: Request) -> Response:
         "cursor": store.last_seq(),
         "query": query,
         "clusters": sorted({j["cluster"] for j in everything if j.get("cluster")}),
-        "statuses": [s.value for s in Status],
+        "statuses": [*(s.value for s in Status), CANCELLED],
         "headers": [_sort_header(label, key, query) for label, key in JOB_COLUMNS],
         "jobs": rows,
         "total": len(everything),
@@ -94,8 +97,10 @@ def _comparison(measured: Sequence[Measured], base: str) -> dict[str, Any]:
         {"job_id": m.job_id, "pareto": m.pareto, "cells": _cells(m, record)}
         for m, record in zip(measured, records(measured), strict=True)
     ]
+    power = any(m.per_watt is not None for m in measured)
     return {
-        "columns": [(key, headers[key]) for key in SHOWN],
+        "columns": [(key, headers[key]) for key in SHOWN if power or key not in POWER_ONLY],
+        "power": power,
         "table": table,
         "chart": chart_data(measured),
         "downloads": {fmt: f"{base}{sep}format={fmt}" for fmt in FORMATS},

@@ -38,6 +38,12 @@ class Measured:
     status: str
     point: Point
     pareto: bool = field(default=False, compare=False)
+    watts: float | None = None  # the GPUs' mean power over the point's measurement window, when covered
+
+    @property
+    def per_watt(self) -> float | None:
+        tok_s = self.point.output_tok_s
+        return tok_s / self.watts if tok_s is not None and self.watts else None
 
     @property
     def per_gpu(self) -> float | None:
@@ -68,13 +74,31 @@ def series_of(job: dict[str, Any], *, named: bool) -> str:
     return f"{name} {rest}" if rest else str(name)
 
 
+def watts_of(job: dict[str, Any]) -> dict[int, float]:
+    """Concurrency -> mean power (W) of the job's covered measurement windows (`benchmark_results.power`,
+    which srtd's reporter adds from the power manifest where the job sampled power)."""
+    results = job.get("benchmark_results")
+    power = results.get("power") if isinstance(results, dict) else None
+    windows = power.get("windows") if isinstance(power, dict) else None
+    out: dict[int, float] = {}
+    for window in windows if isinstance(windows, list) else []:
+        if not isinstance(window, dict) or window.get("covered") is not True:
+            continue
+        concurrency, watts = window.get("concurrency"), window.get("mean_power_w")
+        if isinstance(concurrency, int) and isinstance(watts, (int, float)) and watts > 0:
+            out[concurrency] = float(watts)
+    return out
+
+
 def job_points(job: dict[str, Any], series: str) -> list[Measured]:
     points = per_gpu(document_points(job.get("benchmark_results")), gpus_of(job))
     variant = variant_of(job)
     config = sweep_values(variant)
     label = variant or str(job.get("job_name") or job["job_id"])
+    watts = watts_of(job)
+    status = str(job.get("shown_status") or job.get("status") or "")
     return [
-        Measured(series, job["job_id"], label, config, str(job.get("status") or ""), p)
+        Measured(series, job["job_id"], label, config, status, p, watts=watts.get(p.concurrency or -1))
         for p in sorted(points, key=lambda p: (p.concurrency is None, p.concurrency or 0))
     ]
 
@@ -116,6 +140,8 @@ COLUMNS: tuple[tuple[str, str, Callable[[Measured], Any]], ...] = (
     ("itl_p99_ms", "ITL p99 (ms)", lambda m: _ms(m.point.itl_ms, "p99")),
     ("e2e_p50_ms", "e2e p50 (ms)", lambda m: _ms(m.point.e2e_ms, "p50")),
     ("e2e_p99_ms", "e2e p99 (ms)", lambda m: _ms(m.point.e2e_ms, "p99")),
+    ("tok_s_per_w", "tok/s per W", lambda m: m.per_watt),
+    ("power_w", "power (W)", lambda m: m.watts),
     ("requests_ok", "requests ok", lambda m: m.point.requests_succeeded),
     ("requests_sent", "sent", lambda m: m.point.requests_sent),
     ("pareto", "Pareto", lambda m: m.pareto),

@@ -5,7 +5,7 @@
   response's nonce; no plug-ins, frames, forms to elsewhere or other origins), and
   `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`.  The nonce is fresh
   for each page; the live script sends its page's nonce back when it asks for a fragment
-  (`X-Nonce`), so a fragment's timeline styles still apply in the page they are put in.
+  (`X-Nonce`), so a fragment's nonced styles still apply in the page they are put in.
 - **The unread body.** An answer given before the request's body was read (a 413 on the
   declared length, a 401, a 404 for a POST) would leave the body in the socket: closing a
   socket with unread data sends a reset, and the client sees a reset instead of the

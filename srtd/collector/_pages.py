@@ -9,10 +9,8 @@ ship inside the package (srtd/collector/static).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -21,29 +19,11 @@ from starlette.staticfiles import StaticFiles
 from srtd.collector._api import ApiError, bounded_body, require_read, store_of
 from srtd.collector._auth import COOKIE, Tokens
 from srtd.collector._boards import compare_view, jobs_page, sweep_view
-from srtd.collector._html import (
-    badge,
-    esc,
-    facts,
-    page,
-    pre_json,
-    seconds,
-    sweep_href,
-    table,
-    web_link,
-    when,
-)
-from srtd.collector._journal_html import RENDERS, render_in_thread
-from srtd.collector._views import sweep_of, time_to_ready, user_of, variant_of
+from srtd.collector._html import esc, page
+from srtd.collector._jobpage import job_view
 
 STATIC = Path(__file__).with_name("static")
 LOGIN_BODY = 4096  # a login form's body: one token
-
-
-def _fragment(request: Request, title: str, body: str, **live: Any) -> Response:
-    if request.headers.get("x-fragment") == "1":
-        return HTMLResponse(body)
-    return HTMLResponse(page(title, body, nonce=request.state.nonce, **live))
 
 
 def _read_or_login(request: Request) -> Response | None:
@@ -55,15 +35,6 @@ def _read_or_login(request: Request) -> Response | None:
     return None
 
 
-def _renders(request: Request) -> anyio.CapacityLimiter:
-    """The app's limit on journal sections drawn at once (made in the app's own event loop)."""
-    state = request.app.state
-    if getattr(state, "renders", None) is None:
-        state.renders = anyio.CapacityLimiter(RENDERS)
-    limiter: anyio.CapacityLimiter = state.renders
-    return limiter
-
-
 async def index(request: Request) -> Response:
     if (refused := _read_or_login(request)) is not None:
         return refused
@@ -73,48 +44,12 @@ async def index(request: Request) -> Response:
 async def job_page(request: Request) -> Response:
     if (refused := _read_or_login(request)) is not None:
         return refused
-    store = store_of(request)
     job_id = request.path_params["job_id"]
-    job = store.job(job_id)
+    job = store_of(request).job(job_id)
     if job is None:
         missing = page("no such job", f"<p>no job {esc(job_id)}</p>", nonce=request.state.nonce)
         return HTMLResponse(missing, status_code=404)
-    events = store.events(0, job_id, limit=10_000)
-    section, ready = await render_in_thread(store.journal_lines(job_id), request.state.nonce, _renders(request))
-    sweep = sweep_of(job)
-    about = facts(
-        [
-            ("name", esc(job.get("job_name"))),
-            ("status", badge(job["status"])),
-            ("stage", esc(job.get("stage"))),
-            ("message", esc(job.get("message"))),
-            ("sweep", f'<a href="{esc(sweep_href(sweep))}">{esc(sweep)}</a>' if sweep else ""),
-            ("variant", esc(variant_of(job))),
-            ("user", esc(user_of(job))),
-            ("cluster", esc(job.get("cluster"))),
-            ("recipe", esc(job.get("recipe"))),
-            ("submitted", when(job.get("submitted_at"))),
-            ("started", when(job.get("started_at"))),
-            ("completed", when(job.get("completed_at"))),
-            ("exit code", esc(job.get("exit_code"))),
-            ("time to ready", seconds(time_to_ready(job, events, ready))),
-            ("logs", web_link(job.get("logs_url"))),
-            ("placeholder", "yes: updates arrived for a job never submitted here" if job["placeholder"] else ""),
-        ]
-    )
-    history = table(
-        ["#", "at", "status", "stage", "message"],
-        [[esc(e["seq"]), when(e["at"]), badge(e["status"]), esc(e["stage"]), esc(e["message"])] for e in events],
-        cls="history",
-    )
-    body = f"{about}<h2>stage history</h2>{history}{section}"
-    if job.get("benchmark_results") is not None:
-        body += f"<h2>benchmark results</h2>{pre_json(job['benchmark_results'])}"
-    body += f"<h2>metadata</h2>{pre_json(job['metadata'])}"
-    if job.get("artifacts"):
-        body += f"<h2>artifacts</h2>{pre_json(job['artifacts'])}"
-    cursor = events[-1]["seq"] if events else 0
-    return _fragment(request, f"job {job_id}", body, feed=f"/api/jobs/{job_id}/events", cursor=cursor)
+    return await job_view(request, job)
 
 
 async def sweep_page(request: Request) -> Response:

@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from srtd.events import Event
+from srtd.events import Event, JobState
 from srtd.status_api import JobCreate, JobUpdate, Status
 
 # Each entry moves the schema one version up; `PRAGMA user_version` says where a file is.
@@ -72,6 +72,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (job_id, seq)
     ) WITHOUT ROWID;
     """,
+    # 3: a revision per job (any write to it: status, journal) for the job page's live feed, and the
+    # outcome srtd's journal gave it (`cancelled` for a stop by the user, whatever the status says)
+    """
+    ALTER TABLE jobs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN outcome TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 JOB_COLUMNS = (
@@ -92,9 +98,18 @@ JOB_COLUMNS = (
     "metadata",
     "placeholder",
     "updated_at",
+    "outcome",
 )
 JSON_COLUMNS = ("benchmark_results", "artifacts", "metadata")
 FEED_LIMIT = 500  # events per page of a cursor feed
+
+
+def journal_outcome(events: Iterable[Event]) -> str | None:
+    """`cancelled` when the batch holds the job's end by a stop (a signal, not its time limit)."""
+    for event in events:
+        if event.unit is None and event.state == JobState.CANCELLED and not (event.detail or {}).get("time_limit"):
+            return JobState.CANCELLED.value
+    return None
 
 
 class SchemaTooNew(Exception):
@@ -173,7 +188,8 @@ class Store:
             metadata = {**body.metadata, **metadata}
             self.db.execute(
                 "UPDATE jobs SET job_name = ?, cluster = COALESCE(cluster, ?), recipe = COALESCE(recipe, ?),"
-                " submitted_at = COALESCE(submitted_at, ?), metadata = ?, placeholder = 0, changed = ?"
+                " submitted_at = COALESCE(submitted_at, ?), metadata = ?, placeholder = 0, changed = ?,"
+                " revision = revision + 1"
                 " WHERE job_id = ?",
                 (body.job_name, body.cluster, body.recipe, body.submitted_at, json.dumps(metadata), now, body.job_id),
             )
@@ -204,7 +220,9 @@ class Store:
             if body.metadata is not None:
                 sets["metadata"] = _merged(old["metadata"], body.metadata)
             columns = ", ".join(f"{k} = ?" for k in sets)
-            self.db.execute(f"UPDATE jobs SET {columns} WHERE job_id = ?", (*sets.values(), job_id))
+            self.db.execute(
+                f"UPDATE jobs SET {columns}, revision = revision + 1 WHERE job_id = ?", (*sets.values(), job_id)
+            )
             triple = (body.status.value, sets.get("stage", old["stage"]), sets.get("message", old["message"]))
             if triple != self._last_triple(job_id):
                 self._event(job_id, body.updated_at, *triple)
@@ -219,13 +237,19 @@ class Store:
                     "INSERT INTO jobs (job_id, status, placeholder, created_at, changed) VALUES (?, ?, 1, ?, ?)",
                     (job_id, Status.SUBMITTED.value, now, now),
                 )
+            events = list(events)
             before = self.db.total_changes
             self.db.executemany(
                 "INSERT OR IGNORE INTO journal (job_id, seq, event) VALUES (?, ?, ?)",
                 [(job_id, e.seq, e.model_dump_json(exclude_none=True)) for e in events],
             )
-            self.db.execute("UPDATE jobs SET changed = ? WHERE job_id = ?", (self.clock(), job_id))
-            return self.db.total_changes - before - 1
+            new = self.db.total_changes - before
+            outcome = journal_outcome(events)
+            self.db.execute(
+                "UPDATE jobs SET changed = ?, revision = revision + 1, outcome = COALESCE(?, outcome) WHERE job_id = ?",
+                (self.clock(), outcome, job_id),
+            )
+            return new
 
     # -------------------------------------------------------------- reads
     def job(self, job_id: str) -> dict[str, Any] | None:
@@ -245,6 +269,11 @@ class Store:
                 "SELECT * FROM events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?", (job_id, after, limit)
             )
         return [{k: r[k] for k in ("seq", "job_id", "at", "status", "stage", "message")} for r in rows]
+
+    def revision(self, job_id: str) -> int | None:
+        """The job's revision: it grows with every write to the job (None: no such job)."""
+        row = self.db.execute("SELECT revision FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return int(row[0]) if row is not None else None
 
     def last_seq(self) -> int:
         return int(self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
@@ -268,6 +297,19 @@ class Store:
             (job_id,),
         ).fetchone()
         return float(row[0]) if row is not None and row[0] is not None else None
+
+    def journal_counts(self, job_id: str) -> tuple[int, int]:
+        """The job's unit restarts (launches with an attempt above 0) and lost nodes (`node` events
+        with `what: lost`, docs/events.md), counted by SQLite from the stored journal."""
+        row = self.db.execute(
+            "SELECT"
+            " COALESCE(SUM(json_extract(event, '$.unit') IS NOT NULL AND json_extract(event, '$.state') = 'starting'"
+            "     AND COALESCE(json_extract(event, '$.attempt'), 0) > 0), 0),"
+            " COALESCE(SUM(json_extract(event, '$.detail.node.what') = 'lost'), 0)"
+            " FROM journal WHERE job_id = ?",
+            (job_id,),
+        ).fetchone()
+        return int(row[0]), int(row[1])
 
     # -------------------------------------------------------------- helpers
     def _job_row(self, job_id: str) -> sqlite3.Row | None:
@@ -308,4 +350,6 @@ def _job_dict(row: sqlite3.Row) -> dict[str, Any]:
     for key in JSON_COLUMNS:
         job[key] = json.loads(job[key]) if job[key] is not None else None
     job["placeholder"] = bool(job["placeholder"])
+    # what the dashboard shows: srtd's own word for a stop by the user (the contract's status stays)
+    job["shown_status"] = job.pop("outcome") or job["status"]
     return job

@@ -29,7 +29,13 @@ def shown_time(text: str | None) -> str:
     return "" if seconds is None else datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def web_url(text: object) -> bool:
+    """An http(s) URL, which a page may make a link (a stored `javascript:` URL is shown as text)."""
+    return isinstance(text, str) and text.lower().startswith(("http://", "https://"))
+
+
 TEMPLATES.env.filters.update(job_href=job_href, sweep_href=sweep_href, shown_time=shown_time, rounded=rounded)
+TEMPLATES.env.tests["web_url"] = web_url
 
 
 def render(request: Request, name: str, context: dict[str, Any], *, status_code: int = 200) -> HTMLResponse:

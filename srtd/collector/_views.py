@@ -40,7 +40,7 @@ def _sort_key(job: dict[str, Any], sort: str) -> Any:
     value = {
         "submitted": job.get("submitted_at") or job.get("updated_at"),
         "name": job.get("job_name"),
-        "status": job.get("status"),
+        "status": job.get("shown_status") or job.get("status"),
         "cluster": job.get("cluster"),
         "user": user_of(job),
         "updated": job.get("updated_at"),
@@ -58,7 +58,7 @@ def select(jobs: list[dict[str, Any]], query: dict[str, str]) -> list[dict[str, 
             "name": f"{job.get('job_name') or ''} {job['job_id']} {sweep_of(job) or ''} {variant_of(job) or ''}",
             "user": user_of(job) or "",
             "cluster": job.get("cluster") or "",
-            "status": job.get("status") or "",
+            "status": job.get("shown_status") or job.get("status") or "",
         }
         return all((fields[k].lower() == v) if k == "status" else (v in fields[k].lower()) for k, v in wanted.items())
 

@@ -52,7 +52,7 @@ def status_reporting(
     token_env = DEFAULT_TOKEN_ENV
     prefix = ""
     interval: float | None = None
-    units = False
+    units: bool | None = None
     for layer in layers:  # cluster first, the recipe over it
         named = _endpoints(layer)
         endpoints = named if named is not None else endpoints

@@ -50,7 +50,8 @@ class ReportingStatusConfig(Section):
     logging_stream_interval: float | None = Field(default=None, alias="logging-stream-interval")
     """Seconds between raw-log uploads; accepted, not acted on yet."""
     units: bool | None = None
-    """Also send every journal event to `srtd collector`'s extension route (ignored by collectors without it)."""
+    """Also send every journal event to `srtd collector`'s extension route: unset, to each collector whose
+    `/api/health` says it takes them (an srtd collector); `true`, to every collector; `false`, to none."""
 
     @model_validator(mode="after")
     def _rules(self) -> ReportingStatusConfig:

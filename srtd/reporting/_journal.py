@@ -1,6 +1,9 @@
 """srtd's richer feed: the job's journal events, batched, to `srtd collector`'s extension route.
 
-With `reporting.status.units: true` every event also goes into a bounded queue per
+With `reporting.status.units` unset (the default), each collector is asked first
+(`GET /api/health`): one that answers `"srtd": {"journal": 1}` (an srtd collector) gets
+the feed, any other (srtctl's) gets nothing more than the plain contract.  With
+`units: true` every collector gets it, with `false` none.  Every event goes into a bounded queue per
 collector; a background task sends what has queued up as one batch
 (`POST /api/srtd/jobs/{job_id}/journal`, at most `JOURNAL_BATCH` events), so a burst
 of unit events costs a few requests, not one each.  Nothing waits on the job's behalf:
@@ -18,7 +21,7 @@ import anyio
 import httpx
 
 from srtd.events import Event
-from srtd.status_api import JOURNAL_BATCH, JOURNAL_ROUTE
+from srtd.status_api import HEALTH_ROUTE, JOURNAL_BATCH, JOURNAL_ROUTE
 
 QUEUE = 4096  # events waiting per collector; more are dropped
 ATTEMPTS = 3
@@ -27,8 +30,9 @@ NO_ROUTE = (404, 405)
 
 
 class JournalSender:
-    def __init__(self, endpoint: str, job_id: str, client: httpx.AsyncClient, log: Any) -> None:
+    def __init__(self, endpoint: str, job_id: str, client: httpx.AsyncClient, log: Any, *, ask: bool = False) -> None:
         self.url = endpoint + JOURNAL_ROUTE.format(job_id=quote(job_id, safe=":"))
+        self.ask = ask  # ask the collector's health answer first whether it takes journals
         self.endpoint = endpoint
         self.client = client
         self.log = log
@@ -55,6 +59,8 @@ class JournalSender:
     async def run(self) -> None:
         try:
             async with self._receive:
+                if self.ask:
+                    self.supported = await self._takes_journals()
                 async for first in self._receive:
                     batch = [first]
                     while len(batch) < JOURNAL_BATCH:
@@ -66,6 +72,27 @@ class JournalSender:
                         await self._deliver(batch)
         finally:
             self.idle.set()
+
+    async def _takes_journals(self) -> bool:
+        """The collector says it takes journals (`"srtd": {"journal": 1}` in its health answer).
+        Asked up to `ATTEMPTS` times; a collector still unreachable is taken at its word: no."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                response = await self.client.get(self.endpoint + HEALTH_ROUTE)
+                answer = response.json() if response.status_code == 200 else {}
+            except (httpx.HTTPError, ValueError) as err:
+                self.log.debug("collector health not read", endpoint=self.endpoint, error=type(err).__name__)
+            else:
+                srtd = answer.get("srtd") if isinstance(answer, dict) else None
+                journal = srtd.get("journal") if isinstance(srtd, dict) else None
+                takes = isinstance(journal, int) and not isinstance(journal, bool) and journal >= 1
+                if not takes:
+                    self.log.debug("collector takes no journal: plain contract only", endpoint=self.endpoint)
+                return takes
+            if attempt < ATTEMPTS:
+                with anyio.move_on_after(RETRY_PAUSE):
+                    await self._hurry.wait()
+        return False
 
     async def _deliver(self, batch: list[Event]) -> None:
         body = {"events": [e.model_dump(mode="json", exclude_none=True) for e in batch]}

@@ -36,8 +36,29 @@ if TYPE_CHECKING:
 
 BENCHMARK_RESULTS = "benchmark.json"  # what the benchmark units write into the log dir
 MAX_RESULTS = 512 * 1024  # bytes: larger results stay in the log dir (a collector refuses bodies over 1 MiB)
+MAX_POWER_WINDOWS = 1000  # windows carried into the results at most
+POWER_MANIFEST = "manifest.json"  # the power sampler's verdict in `plan.power.dir` (srtd.reporting._power)
 FINAL_WAIT = 0.5  # seconds the job's end waits for the last requests to go out
 SUBMIT_WAIT = 5.0  # seconds `report_submitted` waits at most, every collector and attempt included
+
+
+def power_of(manifest: Path) -> dict[str, Any] | None:
+    """What the power manifest (docs/services.md) says of each measurement window, for the collector's
+    tok/s per W: `{"status", "windows": [{"concurrency", "benchmark_type", "mean_power_w", "energy_j",
+    "covered"}]}`; None without a readable manifest.  Written by the after-job hook, so it is there
+    by the time the final update goes out."""
+    try:
+        doc = json.loads(read_back(manifest, limit=MAX_RESULTS, error=ValueError))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("windows"), list):
+        return None
+    windows = []
+    for window in doc["windows"][:MAX_POWER_WINDOWS]:
+        if isinstance(window, dict):
+            keys = ("concurrency", "benchmark_type", "mean_power_w", "energy_j")
+            windows.append({k: window.get(k) for k in keys} | {"covered": window.get("power_coverage_valid") is True})
+    return {"status": doc.get("status"), "windows": windows}
 
 
 def _logger() -> Any:
@@ -94,11 +115,15 @@ class StatusReporter:
         self.senders = [Sender(ep, self.client, self.log) for ep in self.settings.endpoints]
         job_id = self.fold.job_id
         self.journals = (
-            [JournalSender(ep, job_id, self.client, self.log) for ep in self.settings.endpoints]
-            if self.settings.units
+            [
+                JournalSender(ep, job_id, self.client, self.log, ask=self.settings.units is None)
+                for ep in self.settings.endpoints
+            ]
+            if self.settings.units is not False
             else []
         )
         self.results_file = Path(plan.log_dir) / BENCHMARK_RESULTS
+        self.power_manifest = Path(plan.power.dir) / POWER_MANIFEST if plan.power is not None else None
 
     def __call__(self, event: Event) -> None:
         try:
@@ -123,6 +148,9 @@ class StatusReporter:
             return request
         if not isinstance(results, dict):
             return request
+        power = power_of(self.power_manifest) if self.power_manifest is not None else None
+        if power is not None:
+            results = {**results, "power": power}
         return Request(request.method, request.path, {**request.body, "benchmark_results": results})
 
     async def run(self) -> None:

@@ -39,7 +39,7 @@ from srtd.supervisor._control import JobControl
 from srtd.supervisor._diskspace import Level, LogSpaceWatch
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import JOURNAL_NAME, Journal, Listener
-from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, report
+from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, final_detail, report
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
@@ -273,7 +273,8 @@ class Job:
             _abandoned(self.journal, e)
             self._close()
             raise
-        self.journal.emit(None, end.state, exit_code=end.exit_code, reason=end.reason, detail=end.detail)
+        detail = await final_detail(self, end)  # a failure's post-mortem too
+        self.journal.emit(None, end.state, exit_code=end.exit_code, reason=end.reason, detail=detail)
         result = report(self, end)
         self._close()
         return result

@@ -29,6 +29,20 @@ ARGS = [
 ]
 POISON = '<script>window.__pwned = 1</script>"\'<img src=x onerror="window.__pwned = 2">é✓'
 WRITE, READ = f"browser-write-{uuid.uuid4().hex}", f"browser-read-{uuid.uuid4().hex}"
+BROWSER_ONLY = [
+    pytest.mark.browser,
+    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
+]
+# The head of a toy job with no fixed ports (no frontend, no tachometer), named NAME: its services follow.
+TOY_JOB_HEAD = """\
+schema: 2
+name: NAME
+model: {path: "hf:srtd/toy", container: toy, precision: bf16}
+resources: {gpu_type: cpu, gpus_per_node: 1}
+frontend: {type: none}
+observability: {tachometer: {enabled: false}}
+services:
+"""
 
 
 def screenshots() -> Path:

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
 
-from tests.browser.conftest import POISON, WRITE, screenshots
+from tests.browser.conftest import BROWSER_ONLY, POISON, WRITE, screenshots
 from tests.collector.helpers import Running
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
-]
+pytestmark = BROWSER_ONLY
 GPUS = 4
 # sweep -> (concurrency, output tok/s, median TPOT ms); alpha's c=32 is beaten by its c=16 on both axes
 SWEEPS = {
@@ -195,7 +191,8 @@ def test_a_sweep_named_with_markup_is_text_on_the_jobs_sweep_and_compare_pages(
 ) -> None:
     seed(seeded.url, {POISON: ((2, 100.0, 20.0),)})
     page = browser_page
-    pages = ("/", "/sweeps/" + quote(POISON, safe=""), "/compare?sweep=" + quote(POISON, safe=""))
+    job = f"/jobs/{hashlib.sha256(POISON.encode()).hexdigest()[:12]}-2"  # the sweep's point: its page names the sweep
+    pages = (job, "/", "/sweeps/" + quote(POISON, safe=""), "/compare?sweep=" + quote(POISON, safe=""))
     for path in pages:
         page.goto(seeded.url + path)
         assert POISON in page.inner_text("main")

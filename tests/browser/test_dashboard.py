@@ -11,32 +11,21 @@ fixed ports: wrap in `flock /tmp/srtd-ports.lock` on a shared machine.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.browser.conftest import POISON, READ, WRITE, screenshots
+from tests.browser.conftest import BROWSER_ONLY, POISON, READ, TOY_JOB_HEAD, WRITE, screenshots
 from tests.collector.helpers import Running, collector_env
 from tests.command import SRTD
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(os.environ.get("SRTD_TEST_BROWSER") != "1", reason="browser tests run in `nox -s browser`"),
-]
+pytestmark = BROWSER_ONLY
 # A job with no fixed ports: infrastructure, two services gated on it, a terminal unit that
 # runs long enough to be seen running.
-JOB = """\
-schema: 2
-name: browser-job
-model: {path: "hf:srtd/toy", container: toy, precision: bf16}
-resources: {gpu_type: cpu, gpus_per_node: 1}
-frontend: {type: none}
-observability: {tachometer: {enabled: false}}
-services:
+JOB = (
+    TOY_JOB_HEAD.replace("NAME", "browser-job")
+    + """\
   - name: registry
     start: infra
     command: [python3, -u, -c, "import time; time.sleep(0.3); print('up'); time.sleep(3600)"]
@@ -55,6 +44,7 @@ services:
 reporting:
   status: {endpoint: "ENDPOINT", units: true}
 """
+)
 
 
 def job_env() -> dict[str, str]:
@@ -100,10 +90,10 @@ def test_the_job_page_shows_the_stage_history_units_and_timeline(served: Running
     history = page.locator("table.history [data-status]").all_inner_texts()
     assert history[0] == "submitted"
     assert history[-1] == "completed"
-    timeline = page.locator(".timeline svg")
+    timeline = page.locator('.gantt-row[data-unit="service_registry"] svg')
     assert timeline.is_visible()
-    assert "service_registry" in page.locator(".timeline").text_content().replace("\xa0", " ")
-    page.screenshot(path=str(screenshots() / "collector-job.png"), full_page=True)
+    rows = page.locator(".gantt-row[data-unit]").evaluate_all("rs => rs.map(r => r.dataset.unit)")
+    assert rows == units  # one row per unit, in the job's order
 
 
 def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
@@ -136,8 +126,10 @@ def test_the_sweep_page_shows_every_point_and_the_failed_job_its_culprit(
     jobs = json.loads(page.evaluate("fetch('/api/jobs').then(r => r.text())"))["jobs"]
     failed = next(j["job_id"] for j in jobs if j["job_name"] == "demo-failing-infra")
     page.goto(f"{served.url}/jobs/{failed}")
-    assert page.inner_text(".culprit-line") == "failure culprit: service_model_cache"
-    page.screenshot(path=str(screenshots() / "collector-job-failed.png"), full_page=True)
+    culprit = page.inner_text(".culprit-line")
+    assert culprit == "failure culprit: service_model_cache, exit code 3: exited with exit code 3 before it was ready"
+    assert "disk full" in page.inner_text(".postmortem pre.log-tail")  # its log's last lines, from the journal
+    # the failed job page's screenshot is test_live_jobs's (its own job's log lines)
 
 
 def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browser_page: Any) -> None:
@@ -153,7 +145,14 @@ def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browse
         {"seq": 1, "ts": 1_800_000_000.0, "state": "starting", "detail": {"units": [unit], "tiers": {unit: 0}}},
         {"seq": 2, "ts": 1_800_000_001.0, "unit": unit, "state": "starting", "attempt": 0},
         {"seq": 3, "ts": 1_800_000_002.0, "unit": unit, "state": "failed", "reason": POISON},
-        {"seq": 4, "ts": 1_800_000_003.0, "state": "failed", "reason": POISON, "exit_code": 1},
+        {
+            "seq": 4,
+            "ts": 1_800_000_003.0,
+            "state": "failed",
+            "reason": POISON,
+            "exit_code": 1,
+            "detail": {"postmortem": {"unit": unit, "reason": POISON, "log": [POISON, "é✓"]}},
+        },
     ]
     with httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {WRITE}"}, timeout=30) as client:
         job = {"job_id": "poisoned", "job_name": POISON, "submitted_at": at, "metadata": {"sweep": POISON}}
@@ -172,6 +171,8 @@ def test_a_poisoned_job_renders_as_text_and_runs_nothing(served: Running, browse
     text = page.inner_text("body")
     assert POISON in text  # the name and the message, as written
     assert unit in text
+    assert page.inner_text(".postmortem pre.log-tail").splitlines() == [POISON, "é✓"]  # the log lines, as text
+    assert page.locator(".gantt-row[data-unit] .gantt-name").all_inner_texts() == [unit]  # the timeline's row
     assert "javascript:window.__pwned = 4" in text  # shown, not linked
     assert page.locator('a[href^="javascript:"]').count() == 0
     assert page.evaluate("typeof window.__pwned") == "undefined"

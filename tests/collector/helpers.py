@@ -71,7 +71,7 @@ def collector(
         line = proc.stdout.readline()  # the JSON line, once it listens
         assert line, f"the collector did not start: {stderr.read_text()}"
         running = Running(json.loads(line)["url"], proc, stderr)
-        assert httpx.get(running.url + "/api/health", timeout=5).json() == {"status": "ok"}
+        assert httpx.get(running.url + "/api/health", timeout=5).json() == {"status": "ok", "srtd": {"journal": 1}}
         yield running
     finally:
         if proc.poll() is None:

@@ -65,7 +65,7 @@ async def test_recorded_srtctl_requests_make_one_completed_job_with_its_history(
 
 async def test_health_needs_no_token(anonymous: httpx.AsyncClient) -> None:
     answer = await anonymous.get("/api/health")
-    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok", "srtd": {"journal": 1}})
 
 
 async def test_a_repeated_post_is_harmless_and_a_late_post_never_rewinds_the_status(api: httpx.AsyncClient) -> None:
@@ -275,13 +275,15 @@ def test_a_version_1_file_is_migrated_on_open_and_a_newer_one_refused(tmp_path: 
     db.execute("INSERT INTO jobs (job_id, status, created_at, changed) VALUES ('old', 'completed', 1, 1)")
     db.close()
     migrated = open_db(path)
-    assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert migrated.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert Store(migrated).job("old") is not None  # the data came along
+    old = Store(migrated).job("old")
+    assert old is not None  # the data came along, with the columns of version 3
+    assert (old["shown_status"], Store(migrated).revision("old")) == ("completed", 0)
     assert Store(migrated).journal("old") == []
     migrated.execute("PRAGMA user_version = 99")
     migrated.close()
-    with pytest.raises(SchemaTooNew, match="schema version 99, this collector knows up to 2"):
+    with pytest.raises(SchemaTooNew, match="schema version 99, this collector knows up to 3"):
         open_db(path)
 
 

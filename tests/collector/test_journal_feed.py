@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 TOKEN = "journal-feed-token"
 
 
-def make_plan(log_dir: Path, *, units: bool = True, variant: str | None = "concurrency=4") -> Plan:
+def make_plan(log_dir: Path, *, units: bool | None = True, variant: str | None = "concurrency=4") -> Plan:
     worker = Unit(name="w", kind=UnitKind.WORKER, phase="workers", nodes=("n",), argv=("x",), log="w.log")
     return Plan(
         name="job",

@@ -150,7 +150,14 @@ def test_a_failed_setup_fails_the_job_before_anything_starts(tmp_path: Path) -> 
     code, out, journal = run(path, log_dir)
     assert code == 1, out
     assert journal[-1].reason == "host_setup_node1 failed: exited with exit code 3"
-    assert journal[-1].detail == {"culprit": "host_setup_node1"}
+    detail = dict(journal[-1].detail or {})
+    postmortem = detail.pop("postmortem")
+    assert detail == {"culprit": "host_setup_node1"}
+    assert (postmortem["unit"], postmortem["exit_code"], postmortem["log"]) == (
+        "host_setup_node1",
+        3,
+        ["checking clocks"],
+    )
     assert [e.unit for e in journal if e.state == "starting" and e.unit] == ["host_setup_node1", "host_teardown_node1"]
     # the commands ran in order and stopped at the first that failed
     assert (log_dir / "host_setup_node1.out").read_text() == "checking clocks\n"

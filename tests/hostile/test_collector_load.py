@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from srtd.collector._journal_html import TIMELINE_UNITS
+from srtd.collector._journal_view import TIMELINE_UNITS
 from srtd.collector._limits import HEADER_SECONDS
 from tests.collector.helpers import Running, collector, collector_env
 from tests.hostile.collector_server import few_fds

@@ -17,7 +17,10 @@ from srtd.reporting import _sender as sender_module
 from srtd.unit import Plan, StatusReporting, Unit, UnitKind
 
 TOKEN = "tok-7f3a9c"
-SETTINGS = StatusReporting(endpoints=("http://one", "http://two"), token_env="TEST_STATUS_TOKEN", job_id_prefix="p:")
+# the plain contract alone: asking a collector for the journal feed is tests/collector/test_live.py's
+SETTINGS = StatusReporting(
+    endpoints=("http://one", "http://two"), token_env="TEST_STATUS_TOKEN", job_id_prefix="p:", units=False
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -56,7 +56,7 @@ async def test_the_service_reports_the_job_it_runs_beside(tmp_path: Path) -> Non
         seen.append(request)
         return httpx.Response(201 if request.method == "POST" else 200)
 
-    settings = StatusReporting(endpoints=("http://c",), token_env="T")
+    settings = StatusReporting(endpoints=("http://c",), token_env="T", units=False)  # the plain contract alone
     assert await run_job(tmp_path, settings, httpx.MockTransport(answer)) == 3
     bodies = [json.loads(r.content) for r in seen]
     assert [(r.method, b.get("status"), b.get("stage")) for r, b in zip(seen, bodies, strict=True)] == [

@@ -136,6 +136,12 @@ async def test_exit_before_ready_fails_at_once_with_the_code_and_the_log_tail(ma
     assert "  | error: cannot load the model" in printed
     assert result.postmortem is not None
     assert "error: cannot load the model" in result.postmortem.read_text()
+    final = result.events[-1]  # the journal carries the post-mortem for readers without the log dir
+    assert (final.unit, final.state) == (None, "failed")
+    carried = (final.detail or {})["postmortem"]
+    assert (carried["unit"], carried["exit_code"]) == ("w", 3)
+    assert carried["reason"] == "exited with exit code 3 before it was ready"
+    assert "error: cannot load the model" in carried["log"]
 
 
 async def test_a_port_another_program_holds_fails_the_unit_before_it_starts(maker: PlanMaker) -> None:

@@ -12,6 +12,7 @@
     ["ttft", "TTFT (ms)", "ttft_p50_ms", "ttft_p99_ms"],
     ["itl", "ITL (ms)", "itl_p50_ms", null],
     ["e2e", "e2e latency (ms)", "e2e_p50_ms", "e2e_p99_ms"],
+    ["power", "tok/s per W", "tok_s_per_w", null], // drawn where the page has its figure (power sampled)
   ];
   // what a tip shows of a point besides the chart's own x and y, in this order
   const TIP = {
@@ -79,7 +80,7 @@
     }
     return Plot.plot({
       width: Math.max(260, figure.clientWidth - 8), height: 240, marginLeft: 56,
-      title: p99 ? `${title}: p50 (solid), p99 (dashed)` : `${title}: p50`,
+      title: p99 ? `${title}: p50 (solid), p99 (dashed)` : p50.endsWith("_ms") ? `${title}: p50` : title,
       x: { type: state.logX ? "log" : "linear", label: "concurrency →", grid: true, nice: true },
       y: { type: state.logY ? "log" : "linear", label: `↑ ${title}`, grid: true, nice: true, zero: !state.logY },
       color, marks,
