@@ -1,0 +1,30 @@
+"""`srtd sweep`: a campaign of sweep points, submitted, followed, classified, retried (docs/sweep.md).
+
+- `_manifest`: the campaign directory and its manifest (`campaign.json`), written atomically;
+- `_classify`: why an ended job ended (infrastructure, configuration, time limit, measured);
+- `_facts`: what srtd's journal and results and what Slurm say about one job;
+- `_slurm`: the queue seam (submit with blamed nodes excluded, state, cancel);
+- `_follow`: the loop that keeps at most K jobs in the queue and resubmits infrastructure failures;
+- `_view`: the live table and the `--json` lines.
+"""
+
+from __future__ import annotations
+
+from srtd.sweep._classify import Facts, Outcome, classify
+from srtd.sweep._follow import Campaign, Point, follow
+from srtd.sweep._manifest import MANIFEST_NAME, JobRecord, Manifest, PointRecord, load_manifest, save_manifest
+
+__all__ = [
+    "MANIFEST_NAME",
+    "Campaign",
+    "Facts",
+    "JobRecord",
+    "Manifest",
+    "Outcome",
+    "Point",
+    "PointRecord",
+    "classify",
+    "follow",
+    "load_manifest",
+    "save_manifest",
+]
