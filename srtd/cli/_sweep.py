@@ -60,7 +60,7 @@ def _finish(campaign: Campaign, snap: dict[str, Any], as_json: bool) -> int:
     from srtd.cli._attach import console
     from srtd.cli._results import load_results
     from srtd.results import render, rows_of
-    from srtd.sweep._view import frame
+    from srtd.sweep import frame
 
     console().print(frame(snap))
     measured = []
@@ -132,11 +132,7 @@ def sweep(
 
     from srtd.cli._attach import console
     from srtd.cluster import load_cluster
-    from srtd.sweep import Campaign, follow, load_manifest
-    from srtd.sweep._follow import cancel_all
-    from srtd.sweep._manifest import campaign_dir
-    from srtd.sweep._slurm import SlurmQueue
-    from srtd.sweep._view import SweepView
+    from srtd.sweep import Campaign, SlurmQueue, SweepView, campaign_dir, cancel_all, follow, load_manifest
 
     if cancel and rerun:
         raise UsageError("--cancel ends the campaign's jobs; --rerun submits them: choose one")

@@ -11,8 +11,18 @@
 from __future__ import annotations
 
 from srtd.sweep._classify import Facts, Outcome, classify
-from srtd.sweep._follow import Campaign, Point, follow
-from srtd.sweep._manifest import MANIFEST_NAME, JobRecord, Manifest, PointRecord, load_manifest, save_manifest
+from srtd.sweep._follow import Campaign, Point, cancel_all, follow
+from srtd.sweep._manifest import (
+    MANIFEST_NAME,
+    JobRecord,
+    Manifest,
+    PointRecord,
+    campaign_dir,
+    load_manifest,
+    save_manifest,
+)
+from srtd.sweep._slurm import SlurmQueue
+from srtd.sweep._view import SweepView, frame, snapshot
 
 __all__ = [
     "MANIFEST_NAME",
@@ -23,8 +33,14 @@ __all__ = [
     "Outcome",
     "Point",
     "PointRecord",
+    "SlurmQueue",
+    "SweepView",
+    "campaign_dir",
+    "cancel_all",
     "classify",
     "follow",
+    "frame",
     "load_manifest",
     "save_manifest",
+    "snapshot",
 ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from srtd.errors import SlurmUnreached
 from srtd.sweep._classify import Outcome, classify
 from srtd.sweep._manifest import JobRecord, Manifest, PointRecord, save_manifest
 from srtd.sweep._slurm import Queue, SlurmView
@@ -138,7 +139,10 @@ def _submit_some(campaign: Campaign, queue: Queue, max_running: int, retries: in
         if exclude is None:
             continue
         with signals_held():
-            job_id, log_dir = queue.submit(point, exclude)
+            try:
+                job_id, log_dir = queue.submit(point, exclude)
+            except SlurmUnreached:
+                return submitted  # slurmctld did not answer: nothing submitted, ask again next pass
             campaign.record(point).jobs.append(
                 JobRecord(job_id=job_id, recipe_hash=point.recipe_hash, log_dir=log_dir, exclude=exclude)
             )

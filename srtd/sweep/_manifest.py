@@ -32,7 +32,7 @@ class JobRecord(_Model):
     """One Slurm job of a point."""
 
     job_id: str = Field(min_length=1, max_length=64, pattern=r"^[0-9_A-Za-z.]+$")
-    recipe_hash: str = Field(max_length=128)
+    recipe_hash: str = Field(max_length=64)
     log_dir: str = Field(max_length=4096)
     exclude: list[str] = Field(default_factory=list, max_length=4096)
     slurm_state: str | None = Field(default=None, max_length=64)
@@ -47,7 +47,7 @@ class PointRecord(_Model):
     name: str = Field(max_length=4096)
     variant: str | None = Field(default=None, max_length=65536)
     recipe_file: str = Field(max_length=4096)
-    recipe_hash: str = Field(max_length=128)
+    recipe_hash: str = Field(max_length=64)
     jobs: list[JobRecord] = Field(default_factory=list, max_length=10_000)
 
 

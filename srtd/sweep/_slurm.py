@@ -30,7 +30,7 @@ class SlurmView:
 
     @property
     def ended(self) -> bool:
-        from srtd.launch._queue import ENDED_STATES
+        from srtd.launch import ENDED_STATES
 
         return self.state in ENDED_STATES
 
@@ -52,15 +52,14 @@ def expand_nodes(text: str) -> tuple[str, ...]:
     """Slurm's node list (`node[1-2],gpu3`) as names; `scontrol show hostnames` does the work."""
     if not text or text in ("None", "(null)"):
         return ()
-    from srtd.launch._tool import run_slurm_tool
+    from srtd.launch import run_slurm_tool
 
     done = run_slurm_tool(["scontrol", "show", "hostnames", text])
     return tuple(done.out.split()) if done.ok else (text,)
 
 
 def _sacct(job_id: str) -> SlurmView | None:
-    from srtd.launch import slurm_exit_code
-    from srtd.launch._tool import run_slurm_tool
+    from srtd.launch import run_slurm_tool, slurm_exit_code
 
     done = run_slurm_tool(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,NodeList,ExitCode"])
     if not done.ok:  # no accounting on this cluster (or slurmdbd away)
