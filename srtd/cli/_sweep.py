@@ -45,7 +45,9 @@ def _submitter(cluster_file: Path | None, campaign: str) -> Any:
 
     def submit(point: Point, exclude: Sequence[str]) -> tuple[str, str]:
         sub: Submission = point.payload[0]
-        _submit(sub, point.payload[1], cluster_file, [f"--exclude={','.join(exclude)}"] if exclude else [])
+        # --no-requeue: a job Slurm requeued would come back under the same id; the sweep retries itself.
+        args = ["--no-requeue", *([f"--exclude={','.join(exclude)}"] if exclude else [])]
+        _submit(sub, point.payload[1], cluster_file, args)
         _report(sub, {"sweep": campaign})
         assert sub.job_id is not None
         return sub.job_id, sub.real_log_dir

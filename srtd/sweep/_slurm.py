@@ -98,11 +98,14 @@ class SlurmQueue:
 
         if not job_ids:
             return {}
-        return {j.job_id: SlurmView(j.state, expand_nodes(j.nodes)) for j in user_jobs(job_ids)}
+        # the node list stays Slurm's text here (one squeue a pass); `facts` expands it once the job ended
+        return {j.job_id: SlurmView(j.state, (j.nodes,) if j.nodes else ()) for j in user_jobs(job_ids)}
 
     def facts(self, job: JobRecord, view: SlurmView | None) -> Facts:
         if view is None or view.state in ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED"):
             view = ended_view(job.job_id) or view  # accounting's word is the last one
+        elif len(view.nodes) == 1:
+            view = SlurmView(view.state, expand_nodes(view.nodes[0]), view.exit_code)
         log_dir = Path(job.log_dir)
         end = journal_end(log_dir)
         return Facts(
