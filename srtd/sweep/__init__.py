@@ -19,6 +19,7 @@ from srtd.sweep._manifest import (
     PointRecord,
     campaign_dir,
     load_manifest,
+    measured_log_dirs,
     save_manifest,
 )
 from srtd.sweep._slurm import SlurmQueue
@@ -41,6 +42,7 @@ __all__ = [
     "follow",
     "frame",
     "load_manifest",
+    "measured_log_dirs",
     "save_manifest",
     "snapshot",
 ]

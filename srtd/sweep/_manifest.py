@@ -92,3 +92,14 @@ def load_manifest(directory: Path, campaign: str) -> Manifest:
 def save_manifest(directory: Path, manifest: Manifest) -> None:
     data = json.dumps(manifest.model_dump(mode="json"), indent=1) + "\n"
     write_under(directory, directory / MANIFEST_NAME, data, error=FileRefused)
+
+
+def measured_log_dirs(directory: Path) -> list[Path]:
+    """`srtd results CAMPAIGN`: the log directory of each point's measured job (its last), in point order."""
+    manifest = load_manifest(directory, directory.name)
+    found = []
+    for point in manifest.points.values():
+        measured = [j for j in point.jobs if j.outcome == "measured" and j.recipe_hash == point.recipe_hash]
+        if measured:
+            found.append(Path(measured[-1].log_dir))
+    return found
