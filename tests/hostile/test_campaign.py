@@ -78,3 +78,19 @@ def test_a_campaign_path_that_is_not_a_directory_is_refused(tmp_path: Path, kind
     what = "not a directory" if kind == "file" else "a symbolic link"
     assert line == f"srtd: {campaign}: is {what}; a campaign is a directory"
     assert not (tmp_path / "elsewhere" / "campaign.json").exists()
+
+
+def test_without_slurm_tools_the_first_submission_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    campaign = tmp_path / "c"
+    code, line = sweep(tmp_path, campaign)
+    assert code == 3
+    assert line.startswith("srtd: sbatch"), line
+    assert "needs Slurm's client tools" in line
+    manifest = (campaign / "campaign.json").read_text()
+    assert '"jobs": []' in manifest or '"points": {}' in manifest  # nothing recorded as submitted
+
+
+def test_cancel_and_rerun_together_are_refused(tmp_path: Path) -> None:
+    done = bounded("sweep", str(RECIPE), "--cancel", "--rerun", cwd=tmp_path)
+    assert done.code == 2
+    assert one_line(done.stderr) == "srtd: --cancel ends the campaign's jobs; --rerun submits them: choose one"
