@@ -7,6 +7,7 @@ manifest, show it.  It ends when no job is queued and no point needs one.
 A point needs a job when it has none for its current recipe hash, when its last job for
 that hash failed for infrastructure and retries are left (the new job excludes every
 node its failed jobs blamed), or once under `--rerun`; never while a job of it is queued.
+A new run starts a point that was cancelled or ran out of retries afresh.
 
 A submission (sbatch --hold, freeze, release, manifest saved) runs with SIGINT, SIGTERM
 and SIGHUP blocked: a signal arriving then is delivered once the job is released and in
@@ -172,8 +173,9 @@ def follow(
         rec = campaign.record(point)
         if any(j.outcome is None for j in rec.jobs):
             continue
-        if rerun or (rec.jobs and rec.jobs[-1].outcome == Outcome.CANCELLED):
-            campaign.since[point.key] = len(rec.jobs)  # a cancelled point is submitted again by the next run
+        # a point cancelled, or out of retries for infrastructure, gets a fresh start from a new run
+        if rerun or (rec.jobs and rec.jobs[-1].outcome in (Outcome.CANCELLED, Outcome.INFRASTRUCTURE)):
+            campaign.since[point.key] = len(rec.jobs)
     campaign.save()
     while True:
         changed = _poll(campaign, queue)

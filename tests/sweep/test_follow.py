@@ -56,6 +56,11 @@ def test_retries_are_bounded_and_blame_accumulates(tmp_path: Path) -> None:
     snap = run(tmp_path, queue, keys=("a",), retries=2)
     assert [e for _, _, e in queue.submitted] == [[], ["n1"], ["n1", "n2"]]
     assert statuses(snap) == {"a": "infrastructure"}
+    # a new run: a fresh budget (the nodes may be back), the point's earlier blame forgotten
+    again = FakeQueue({"a": [MEASURED]})
+    snap = run(tmp_path, again, keys=("a",), retries=2)
+    assert [e for _, _, e in again.submitted] == [[]]
+    assert statuses(snap) == {"a": "measured"}
 
 
 def test_the_same_campaign_again_submits_nothing_and_an_added_point_alone(tmp_path: Path) -> None:
