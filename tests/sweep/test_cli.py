@@ -1,0 +1,67 @@
+"""`srtd sweep` as a command, its Slurm tools stood in for (tests/sweep/fake_tools.py): the wiring
+from recipes to jobs, the manifest, the final table, the exit code and a second run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from tests.command import run_srtd
+
+TOOLS = Path(__file__).resolve().parent / "fake_tools.py"
+RECIPE = """\
+schema: 2
+name: wiring
+sweep:
+  mode: zip
+  parameters:
+    concurrency: [1, 2, 3]
+    tag: [ok, broken, ok2]
+model: {path: "hf:srtd/toy", container: toy, precision: bf16}
+resources: {gpu_type: cpu, gpus_per_node: 1}
+engine: toy
+roles:
+  agg: {nodes: 1, workers: 1, gpus: 1}
+frontend: {type: toy-router, enable_multiple_frontends: false}
+observability: {tachometer: {enabled: false}}
+benchmark: {type: toy, num_requests: 4, concurrency: "{concurrency}", max_tokens: 8}
+"""
+
+
+def _tools(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "scontrol", "squeue", "sacct"):
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\nexec {sys.executable} {TOOLS} {tool} "$@"\n')
+        script.chmod(0o755)
+    state = tmp_path / "slurm"
+    state.mkdir()
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SLURM_DIR": str(state)}
+
+
+def test_a_campaign_is_submitted_judged_reported_and_not_submitted_twice(tmp_path: Path) -> None:
+    env = _tools(tmp_path)
+    (tmp_path / "sweep.yaml").write_text(RECIPE)
+    args = ("sweep", "sweep.yaml", "--max-running", "2", "--poll", "0.1")
+    done = run_srtd(*args, "--json", cwd=tmp_path, env=env, drop=("SLURM_", "SRTD_"))
+    assert done.returncode == 1, done.stderr  # one point did not measure
+    final = json.loads(done.stdout.splitlines()[-1])
+    assert final["final"] is True
+    assert final["counts"] == {"measured": 2, "configuration": 1}
+    broken = next(p for p in final["points"] if p["key"] == "wiring[concurrency=2,tag=broken]")
+    assert broken["why"] == "agg_0 exited 2"  # the post-mortem's reason line
+    jobs = json.loads((tmp_path / "slurm" / "jobs.json").read_text())
+    assert sorted(jobs) == ["1000", "1001", "1002"]
+    assert all("--hold" in j["args"] and "--no-requeue" in j["args"] and j["released"] for j in jobs.values())
+    manifest = json.loads((tmp_path / "campaigns" / "sweep" / "campaign.json").read_text())
+    assert sorted(manifest["points"]) == sorted(p["key"] for p in final["points"])
+
+    again = run_srtd(*args, cwd=tmp_path, env=env, drop=("SLURM_", "SRTD_"))
+    assert again.returncode == 1, again.stderr
+    assert sorted(json.loads((tmp_path / "slurm" / "jobs.json").read_text())) == ["1000", "1001", "1002"]
+    assert "2 points from 2 measured jobs" in again.stdout
+    assert "not measured: wiring[concurrency=2,tag=broken]: configuration: agg_0 exited 2 (job 1001, " in again.stdout
+    assert f"campaign {Path('campaigns') / 'sweep'}: 2 of 3 measured" in again.stdout
