@@ -50,15 +50,18 @@ def key(token: str, concurrency: int, delay: str = "0.2") -> str:
 
 
 def start(tmp_path: Path, path: Path) -> subprocess.Popen[str]:
+    """`srtd sweep --json` in the background, its output into files (a long run must never fill a pipe)."""
     argv = [*SRTD, "sweep", str(path), "--campaign", str(tmp_path / "campaign"), "--cluster-config", str(SETTINGS)]
     argv += ["--max-running", "2", "--retries", "1", "--json", "--poll", "0.5"]
-    return subprocess.Popen(
-        argv, cwd=tmp_path, env=srtd_env(drop=()), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    out = (tmp_path / "sweep.out").open("w")
+    err = (tmp_path / "sweep.err").open("w")
+    with out, err:
+        return subprocess.Popen(argv, cwd=tmp_path, env=srtd_env(drop=()), stdout=out, stderr=err, text=True)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, dict[str, Any], str]:
-    out, err = proc.communicate(timeout=timeout)
+def finish(proc: subprocess.Popen[str], tmp_path: Path, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
+    proc.wait(timeout=timeout)
+    out, err = (tmp_path / "sweep.out").read_text(), (tmp_path / "sweep.err").read_text()
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert lines, out + err
     return proc.returncode, lines[-1], err
@@ -134,7 +137,7 @@ def test_a_campaign_is_measured_retried_reported_and_idempotent(
     watch = QueueWatch(f"sweep-{token}")
     proc = start(tmp_path, recipe(tmp_path, token))
     lost_job, node = _kill_point_node(tmp_path, token)
-    code, final, err = finish(proc)
+    code, final, err = finish(proc, tmp_path)
     most = watch.stop()
     restore()
 
@@ -163,13 +166,13 @@ def test_a_campaign_is_measured_retried_reported_and_idempotent(
 
     # the same command again: nothing submitted, the same end
     before = [j["job_id"] for j in jobs(tmp_path)]
-    code, again, err = finish(start(tmp_path, recipe(tmp_path, token)))
+    code, again, err = finish(start(tmp_path, recipe(tmp_path, token)), tmp_path)
     assert code == 1, err
     assert [j["job_id"] for j in jobs(tmp_path)] == before
     assert again["counts"] == final["counts"]
 
     # one point added: only it is submitted
-    code, added, err = finish(start(tmp_path, recipe(tmp_path, token, extra=1)))
+    code, added, err = finish(start(tmp_path, recipe(tmp_path, token, extra=1)), tmp_path)
     assert code == 1, err
     new = [j for j in jobs(tmp_path) if j["job_id"] not in before]
     assert len(new) == 1
@@ -181,12 +184,13 @@ def test_a_campaign_is_measured_retried_reported_and_idempotent(
     proc = start(tmp_path, recipe(tmp_path, token, extra=3))
     queued = wait_for("two new jobs to run", lambda: _running_new(tmp_path, before), timeout=120)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    err = (tmp_path / "sweep.err").read_text()
     assert proc.returncode == 130, err
     assert "2 jobs left in the queue" in err
     for job_id in queued:
         assert job_state(job_id).get("JobState") in QUEUED
-    code, followed, err = finish(start(tmp_path, recipe(tmp_path, token, extra=3)))
+    code, followed, err = finish(start(tmp_path, recipe(tmp_path, token, extra=3)), tmp_path)
     assert code == 1, err
     after = [j for j in jobs(tmp_path) if j["job_id"] not in before]
     assert [j["job_id"] for j in after] == queued  # followed, not submitted again
