@@ -3,7 +3,8 @@
 Each tool is a script on PATH that runs this file with the tool's name first.
 sbatch hands out job ids from a counter and writes, as the job would, its journal's end
 and a results.json into the log directory its mark names; a point whose variant holds
-`broken` ends failed with a post-mortem instead.  Jobs are COMPLETED (or FAILED) at once.
+`broken` ends failed with a post-mortem instead.  Jobs are COMPLETED (or FAILED) at once,
+or RUNNING for as long as a file `hold-running` is in the state directory.
 The real run is tests/slurm/test_sweep.py on the dev cluster.
 """
 
@@ -78,7 +79,8 @@ def squeue(args: list[str]) -> int:
     wanted = next(a for a in args if a.startswith("--jobs=")).removeprefix("--jobs=").split(",")
     for job_id in wanted:
         job = jobs[job_id]
-        print(SEP.join([job_id, job["state"], job["name"], "me", "node1", "node1", "", ""]))
+        state = "RUNNING" if (STATE / "hold-running").exists() else job["state"]
+        print(SEP.join([job_id, state, job["name"], "me", "node1", "node1", "", ""]))
     return 0
 
 

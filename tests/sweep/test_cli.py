@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.command import run_srtd
+from tests.command import SRTD, run_srtd, srtd_env
 
 TOOLS = Path(__file__).resolve().parent / "fake_tools.py"
 RECIPE = """\
@@ -65,3 +68,34 @@ def test_a_campaign_is_submitted_judged_reported_and_not_submitted_twice(tmp_pat
     assert "2 points from 2 measured jobs" in again.stdout
     assert "not measured: wiring[concurrency=2,tag=broken]: configuration: agg_0 exited 2 (job 1001, " in again.stdout
     assert f"campaign {Path('campaigns') / 'sweep'}: 2 of 3 measured" in again.stdout
+
+
+def test_ctrl_c_leaves_the_jobs_queued_and_the_next_run_follows_them(tmp_path: Path) -> None:
+    env = _tools(tmp_path)
+    (tmp_path / "sweep.yaml").write_text(RECIPE)
+    (tmp_path / "slurm" / "hold-running").touch()
+    argv = [*SRTD, "sweep", "sweep.yaml", "--max-running", "2", "--poll", "0.1", "--json"]
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=srtd_env(env, drop=("SLURM_", "SRTD_")), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    jobs = tmp_path / "slurm" / "jobs.json"
+    deadline = time.monotonic() + 60
+    while not (jobs.exists() and len(json.loads(jobs.read_text())) == 2):
+        assert time.monotonic() < deadline, "two jobs were not submitted"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.decode().splitlines() == [
+        "srtd sweep: 2 jobs left in the queue (`srtd sweep --cancel` ends them)",
+        "srtd: interrupted",
+    ]
+    manifest = json.loads((tmp_path / "campaigns" / "sweep" / "campaign.json").read_text())
+    queued = [j["job_id"] for p in manifest["points"].values() for j in p["jobs"] if j["outcome"] is None]
+    assert queued == ["1000", "1001"]
+    (tmp_path / "slurm" / "hold-running").unlink()
+    done = run_srtd("sweep", "sweep.yaml", "--max-running", "2", "--poll", "0.1", "--json", cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr
+    assert sorted(json.loads(jobs.read_text())) == ["1000", "1001", "1002"]  # the two followed, the third submitted
+    assert json.loads(done.stdout.splitlines()[-1])["counts"] == {"measured": 2, "configuration": 1}
