@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
 from tests.command import SRTD, run_srtd, srtd_env
 
 TOOLS = Path(__file__).resolve().parent / "fake_tools.py"
@@ -99,3 +101,22 @@ def test_ctrl_c_leaves_the_jobs_queued_and_the_next_run_follows_them(tmp_path: P
     assert done.returncode == 1, done.stderr
     assert sorted(json.loads(jobs.read_text())) == ["1000", "1001", "1002"]  # the two followed, the third submitted
     assert json.loads(done.stdout.splitlines()[-1])["counts"] == {"measured": 2, "configuration": 1}
+
+
+def test_the_campaign_is_one_sweep_in_the_collector(tmp_path: Path) -> None:
+    from tests.collector.helpers import collector
+
+    env = _tools(tmp_path)
+    with collector(tmp_path / "c.db") as running:
+        (tmp_path / "sweep.yaml").write_text(RECIPE + f"reporting: {{status: {{endpoint: {running.url!r}}}}}\n")
+        done = run_srtd(
+            "sweep", "sweep.yaml", "--campaign", "night-1", "--poll", "0.1", "--json", cwd=tmp_path, env=env
+        )
+        assert done.returncode == 1, done.stderr
+        for job_id, variant in (("1000", "concurrency=1,tag=ok"), ("1002", "concurrency=3,tag=ok2")):
+            job = httpx.get(f"{running.url}/api/jobs/{job_id}", timeout=5).json()
+            assert job["metadata"]["sweep"] == "night-1"
+            assert job["metadata"]["variant"] == variant
+        page = httpx.get(f"{running.url}/sweeps/night-1", timeout=5)
+        assert page.status_code == 200
+        assert "concurrency=3,tag=ok2" in page.text
