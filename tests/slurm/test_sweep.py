@@ -158,7 +158,10 @@ def test_a_campaign_is_measured_retried_reported_and_idempotent(
 
     # the broken point: configuration, not retried, its post-mortem's reason line
     broken = manifest(tmp_path)["points"][key(token, 3, "never")]["jobs"]
-    assert [j["outcome"] for j in broken] == ["configuration"]
+    # not retried after its configuration failure (an infrastructure end before it would be the
+    # killed node's, had the partition put both jobs there)
+    assert [j["outcome"] for j in broken][-1] == "configuration"
+    assert [j["outcome"] for j in broken].count("configuration") == 1
     postmortem = (Path(broken[0]["log_dir"]) / "postmortem.txt").read_text().splitlines()
     reason = next(line for line in postmortem if line.startswith("reason: ")).removeprefix("reason: ")
     assert points[key(token, 3, "never")]["why"] == reason
