@@ -55,7 +55,7 @@ def _submitter(cluster_file: Path | None, campaign: str) -> Any:
     return submit
 
 
-def _finish(campaign: Campaign, snap: dict[str, Any], as_json: bool) -> int:
+def _finish(campaign: Campaign, snap: dict[str, Any], as_json: bool, *, live: bool) -> int:
     unmeasured = [p for p in snap["points"] if p["status"] != "measured"]
     if as_json:
         return EXIT_SWEEP_UNMEASURED if unmeasured else EXIT_OK
@@ -64,7 +64,8 @@ def _finish(campaign: Campaign, snap: dict[str, Any], as_json: bool) -> int:
     from srtd.results import render, rows_of
     from srtd.sweep import frame
 
-    console().print(frame(snap))
+    if not live:  # the live view has left its last frame on the terminal
+        console().print(frame(snap))
     measured = []
     for p in snap["points"]:
         if p["status"] == "measured" and p["log_dir"]:
@@ -150,7 +151,8 @@ def sweep(
         for job_id in cancel_all(campaign, queue):
             click.echo(json.dumps({"cancelled": job_id}) if as_json else f"cancelled job {job_id}")
         return EXIT_OK
-    view = SweepView(console(), retries, as_json=as_json, live=sys.stdout.isatty(), echo=click.echo)
+    live = sys.stdout.isatty()
+    view = SweepView(console(), retries, as_json=as_json, live=live, echo=click.echo)
     try:
         follow(campaign, queue, max_running=max_running, retries=retries, rerun=rerun, show=view, interval=poll)
     except KeyboardInterrupt:
@@ -162,4 +164,4 @@ def sweep(
         view.close()
     snap = view.close(campaign)
     assert snap is not None
-    return _finish(campaign, snap, as_json)
+    return _finish(campaign, snap, as_json, live=live and not as_json)
