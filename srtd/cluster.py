@@ -108,6 +108,9 @@ class Cluster(BaseSettings):
     """Added to every port srtd chooses (docs/topology.md).  A number pins it; `auto` derives
     it from the Slurm job id, `(id % 100) * 10`, for clusters whose jobs share nodes.  Unset:
     0 on Slurm; a local `srtd run` takes the first free block of ports."""
+    sweep_max_running: Annotated[int, Field(ge=1, le=100_000)] = 8
+    """`srtd sweep`: at most this many of a campaign's jobs in the queue at once (`--max-running`
+    overrides it; docs/sweep.md)."""
     node_check_interval_seconds: float = Field(default=3.0, ge=0)
     """How often srtd run connects to the slurmd of every node of the allocation to see that it is
     still there (docs/failures.md); 0 turns the check off.  Each connect costs one error line in slurmd's log."""

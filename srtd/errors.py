@@ -21,6 +21,7 @@ EXIT_ATTACH = 4  # no such job to attach to, or its socket refused us
 EXIT_NO_RESULTS = 5  # the benchmark exited 0 but measured nothing (the results gate, docs/results.md)
 EXIT_PUBLISH = 6  # the job succeeded but a result publisher failed or timed out (docs/results.md)
 EXIT_POWER = 7  # telemetry.required: the job's power samples do not cover its measurement windows
+EXIT_SWEEP_UNMEASURED = 1  # `srtd sweep`: a point did not measure validly (failed, timed out, out of retries)
 EXIT_INTERNAL = 70  # a bug in srtd (EX_SOFTWARE); the traceback is saved, not printed
 EXIT_SIGNAL_BASE = 128  # stopped by signal N: 128 + N, as shells report it
 EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # Ctrl-C outside a job's own signal handling (130)
@@ -166,6 +167,17 @@ class FileRefused(LaunchError, OSError):
 
     An `OSError` too, so that a best-effort write (the post-mortem, a manifest) that
     tolerates a full disk tolerates this the same way; exit 3 where it reaches the user.
+    """
+
+
+class JobRefused(LaunchError):
+    """sbatch answered and refused the job (a bad partition, an account, a limit): exit 3."""
+
+
+class SlurmUnreached(LaunchError):
+    """sbatch never got slurmctld's answer (Slurm's communication error or the tool's timeout).
+
+    Nothing was submitted; `srtd sweep` asks again on its next pass, `srtd submit` exits 3.
     """
 
 

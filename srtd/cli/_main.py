@@ -74,6 +74,7 @@ COMMANDS = {
     "run": "srtd.cli._run",
     "schema": "srtd.cli._schema",
     "submit": "srtd.cli._submit",
+    "sweep": "srtd.cli._sweep",
     "timeline": "srtd.cli._timeline",
     "validate": "srtd.cli._validate",
 }

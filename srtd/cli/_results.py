@@ -33,6 +33,22 @@ def load_results(log_dir: Path) -> Results:
         raise UsageError(f"{path}: not a results.json written by srtd ({first})") from None
 
 
+def _expanded(paths: tuple[Path, ...]) -> list[Path]:
+    """Each path as given, but an `srtd sweep` campaign directory as its points' measured jobs."""
+    from srtd.sweep import MANIFEST_NAME, measured_log_dirs
+
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir() and (path / MANIFEST_NAME).exists() and not (path / "results.json").exists():
+            found = measured_log_dirs(path)
+            if not found:
+                raise UsageError(f"{path}: campaign with no measured point yet")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
 @cli.command()
 @click.argument("log_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Every row as JSON (one object with a `rows` list).")
@@ -44,10 +60,11 @@ def load_results(log_dir: Path) -> Results:
 )
 def results(log_dirs: tuple[Path, ...], as_json: bool, plot: Path | None) -> None:
     """One table of every point the jobs in LOG_DIRS measured (their results.json), sorted
-    by the sweep's values and concurrency; a sweep's parameters are columns."""
+    by the sweep's values and concurrency; a sweep's parameters are columns.  A campaign
+    directory of `srtd sweep` stands for the measured job of each of its points."""
     from srtd.results import render, rows_of
 
-    loaded = [load_results(d) for d in log_dirs]
+    loaded = [load_results(d) for d in _expanded(log_dirs)]
     rows = rows_of(loaded)
     if plot is not None:
         from srtd.results import plot as draw

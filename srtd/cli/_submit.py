@@ -11,6 +11,7 @@ it has ended and exits with the worst job exit code (a job's exit code is srtd's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,7 @@ def _prepare(loaded: LoadedRecipe, cluster: Cluster, cluster_file: Path | None) 
     return Submission(loaded, plan, log_dir, script)
 
 
-def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> None:
+def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None, sbatch_args: Sequence[str] = ()) -> None:
     from srtd.launch import cancel_job, mark_comment, release_job, submit_held
 
     output = sub.log_dir.replace(JOB_SLOT, "%j") + "/" + BATCH_OUTPUT
@@ -91,7 +92,9 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
         Path(sub.log_dir.split(JOB_SLOT)[0]).mkdir(parents=True, exist_ok=True)
     # the mark by which `srtd ps` finds srtd's jobs (docs/slurm.md)
     mark = mark_comment(name=sub.plan.name, variant=sub.loaded.variant, log_dir=sub.log_dir.replace(JOB_SLOT, "%j"))
-    sub.job_id = submit_held(sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name, comment=mark)
+    sub.job_id = submit_held(
+        sub.script, output=output, chdir=Path.cwd(), name=sub.plan.name, comment=mark, extra=sbatch_args
+    )
     log_dir = Path(sub.real_log_dir)
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -106,16 +109,18 @@ def _submit(sub: Submission, recipe_text: str, cluster_file: Path | None) -> Non
     release_job(sub.job_id)
 
 
-def _report(sub: Submission) -> None:
+def _report(sub: Submission, extra: dict[str, Any] | None = None) -> None:
     """POST the submitted job to the status collectors (docs/recipe.md, status reporting).
 
-    At most a few seconds when a collector does not answer; never fails the submission.
+    `extra` metadata goes along (`srtd sweep`'s campaign as `sweep`).  At most a few
+    seconds when a collector does not answer; never fails the submission.
     """
     if sub.plan.reporting is None or sub.job_id is None:
         return
     from srtd.reporting import report_submitted
 
-    metadata = {"variant": sub.loaded.variant} if sub.loaded.variant else {}
+    metadata: dict[str, Any] = {"variant": sub.loaded.variant} if sub.loaded.variant else {}
+    metadata.update(extra or {})
     report_submitted(sub.plan.reporting, sub.job_id, job_name=sub.plan.name, recipe=sub.plan.recipe, metadata=metadata)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from srtd.errors import LaunchError, exit_for_signal
+from srtd.errors import JobRefused, LaunchError, SlurmUnreached, exit_for_signal
 from srtd.launch._tool import ToolRun, run_slurm_tool
 
 MARK = "srtd:1 "  # the start of the comment of every job srtd submits
@@ -62,16 +62,24 @@ def read_mark(comment: str, job_id: str) -> dict[str, Any] | None:
     return data
 
 
-def submit_held(script: str, *, output: str, chdir: Path, name: str, comment: str | None = None) -> str:
-    """`sbatch --hold` of `script`; the job id.  `name` is only for the error message."""
-    argv = ["sbatch", "--parsable", "--hold", f"--output={output}", f"--chdir={chdir}"]
+def submit_held(
+    script: str, *, output: str, chdir: Path, name: str, comment: str | None = None, extra: Sequence[str] = ()
+) -> str:
+    """`sbatch --hold` of `script` (with `extra` options, e.g. `--exclude=`); the job id.
+
+    `name` is only for the error message: `SlurmUnreached` when slurmctld never answered,
+    `JobRefused` when it refused.
+    """
+    argv = ["sbatch", "--parsable", "--hold", f"--output={output}", f"--chdir={chdir}", *extra]
     if comment is not None:
         argv.append(f"--comment={comment}")
     done = run_slurm_tool(argv, input=script.encode())
     if done.missing:
         raise LaunchError(f"{done.err}: srtd submit needs Slurm's client tools")
     if not done.ok:
-        raise LaunchError(f"sbatch refused {name}: {done.said()}")
+        if done.unreached is not None:
+            raise SlurmUnreached(f"sbatch of {name} did not reach slurmctld: {done.unreached}")
+        raise JobRefused(f"sbatch refused {name}: {done.said()}")
     return done.out.strip().split(";")[0]
 
 

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engines",),  # engine rows may imply services
     ("frontends", "benchmarks"),
     ("plan",),  # assembles the rows' units
+    ("sweep",),  # a campaign of submitted jobs: their journals, results and Slurm's word
     ("cli",),
     ("__main__",),
 )
