@@ -41,6 +41,7 @@ from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, report
 from srtd.supervisor._port import ServicePort
+from srtd.supervisor._preflight import Preflight, run_preflight
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import (
@@ -128,8 +129,10 @@ class Job:
         console: Console | None = None,
         log_watch: WatchMode | None = None,
         after_job: Sequence[AfterJobHook] = (),
+        preflight: Preflight | None = None,
     ) -> None:
         check_plan(plan)
+        self.preflight = preflight  # None: no node checks (srtd run passes the cluster's)
         self.after_job = tuple(after_job)  # the result publishers (srtd.reporting), see _after.py
         self.plan = plan
         self.launcher = launcher
@@ -263,7 +266,7 @@ class Job:
         try:
             async with self.launcher:
                 try:
-                    end = await self._supervise()
+                    end = await self._checked_nodes() or await self._supervise()
                 finally:
                     if self._http is not None:
                         with anyio.CancelScope(shield=True):
@@ -328,6 +331,32 @@ class Job:
             tg.cancel_scope.cancel()
         return end
 
+    async def _checked_nodes(self) -> End | None:
+        """Preflight (`_preflight.py`): None to go on, with failing nodes replaced; else the job's end."""
+        if self.preflight is None or not self.plan.preflight:
+            return None
+        outcome: Plan | End | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _cancel_on(self.stop.requested, tg.cancel_scope))
+            outcome = await run_preflight(self.plan, self.launcher, self.preflight, self.journal)
+            tg.cancel_scope.cancel()
+        if outcome is None:
+            return self._stopped()
+        if isinstance(outcome, End):
+            self.console.failure(outcome.reason)
+            return outcome
+        if outcome is not self.plan:
+            self._replan(outcome)
+        return None
+
+    def _replan(self, plan: Plan) -> None:
+        """Units moved to spares before launch: new runners; plan.json shows what runs."""
+        self.plan = plan
+        self.runners = {u.name: UnitRunner(self, u, self.log_dir / u.log) for u in plan.units}
+        self.groups = Groups(self.runners.values(), self._clock)
+        with contextlib.suppress(OSError, FileRefused):
+            write_under(self.log_dir, self.log_dir / "plan.json", plan.dumps(), error=FileRefused)
+
     def _close(self) -> None:
         for tailer in self.tailers.values():
             tailer.close()
@@ -359,6 +388,11 @@ class Job:
     def _stopped(self) -> End:
         reason = self.stop.reason or "stop requested"
         return End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
+
+
+async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _terminals_ended(results: ResultsWatch, terminals: Sequence[UnitRunner]) -> End:
@@ -418,6 +452,7 @@ class JobOptions(TypedDict, total=False):
     console: Console | None
     log_watch: WatchMode | None
     after_job: Sequence[AfterJobHook]
+    preflight: Preflight | None
 
 
 async def supervise(
