@@ -41,7 +41,7 @@ from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal, Listener
 from srtd.supervisor._outcome import JOURNAL_NAME, POSTMORTEM_NAME, End, JobResult, report
 from srtd.supervisor._port import ServicePort
-from srtd.supervisor._preflight import Preflight, run_preflight
+from srtd.supervisor._preflight import Preflight, checked_nodes
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import (
@@ -266,7 +266,7 @@ class Job:
         try:
             async with self.launcher:
                 try:
-                    end = await self._checked_nodes() or await self._supervise()
+                    end = await checked_nodes(self, self.preflight) or await self._supervise()
                 finally:
                     if self._http is not None:
                         with anyio.CancelScope(shield=True):
@@ -327,35 +327,9 @@ class Job:
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()
-                end = self._stopped()
+                end = self.stopped()
             tg.cancel_scope.cancel()
         return end
-
-    async def _checked_nodes(self) -> End | None:
-        """Preflight (`_preflight.py`): None to go on, with failing nodes replaced; else the job's end."""
-        if self.preflight is None or not self.plan.preflight:
-            return None
-        outcome: Plan | End | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: _cancel_on(self.stop.requested, tg.cancel_scope))
-            outcome = await run_preflight(self.plan, self.launcher, self.preflight, self.journal)
-            tg.cancel_scope.cancel()
-        if outcome is None:
-            return self._stopped()
-        if isinstance(outcome, End):
-            self.console.failure(outcome.reason)
-            return outcome
-        if outcome is not self.plan:
-            self._replan(outcome)
-        return None
-
-    def _replan(self, plan: Plan) -> None:
-        """Units moved to spares before launch: new runners; plan.json shows what runs."""
-        self.plan = plan
-        self.runners = {u.name: UnitRunner(self, u, self.log_dir / u.log) for u in plan.units}
-        self.groups = Groups(self.runners.values(), self._clock)
-        with contextlib.suppress(OSError, FileRefused):
-            write_under(self.log_dir, self.log_dir / "plan.json", plan.dumps(), error=FileRefused)
 
     def _close(self) -> None:
         for tailer in self.tailers.values():
@@ -371,7 +345,7 @@ class Job:
         announced_running = False
         while True:
             if self.stop.requested.is_set():
-                return self._stopped()
+                return self.stopped()
             if self.failure is not None:
                 unit, reason = self.failure
                 return End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
@@ -385,14 +359,9 @@ class Job:
                 self.journal.emit(None, JobState.RUNNING)
             await wait_any(self._changed, self.stop.requested)
 
-    def _stopped(self) -> End:
+    def stopped(self) -> End:
         reason = self.stop.reason or "stop requested"
         return End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
-
-
-async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 async def _terminals_ended(results: ResultsWatch, terminals: Sequence[UnitRunner]) -> End:

@@ -13,22 +13,29 @@ The supervisor knows no engine: which argv flag carries an engine's memory share
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from srtd.errors import EXIT_PREFLIGHT
+from srtd._files import write_under
+from srtd.errors import EXIT_PREFLIGHT, FileRefused
 from srtd.events import JobState
 from srtd.launch import Launcher, ToolRun
+from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal
 from srtd.supervisor._outcome import End
+from srtd.supervisor._unit import UnitRunner
 from srtd.topology import replace_node
 from srtd.unit import Plan, Unit, UnitKind
+
+if TYPE_CHECKING:
+    from srtd.supervisor._job import Job
 
 CHECK_MODULE = "srtd.launch._node_check"
 NODE_KEY = "node"  # the journal's `detail.node` (docs/events.md, node events)
@@ -186,3 +193,39 @@ async def run_preflight(plan: Plan, launcher: Launcher, settings: Preflight, jou
         facts = {"check": verdict.check, "evidence": verdict.evidence, "spare": spare, "units": units}
         _emit(journal, reason, node=verdict.node, what="replaced", **facts)
     return plan
+
+
+async def checked_nodes(job: Job, settings: Preflight | None) -> End | None:
+    """Preflight of `job`'s plan: None to go on (failing nodes replaced), else the job's end.
+
+    A stop request meanwhile ends it with the job's stopped end; nothing has launched then.
+    """
+    if settings is None or not job.plan.preflight:
+        return None
+    outcome: Plan | End | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def on_stop() -> None:
+            await job.stop.requested.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(on_stop)
+        outcome = await run_preflight(job.plan, job.launcher, settings, job.journal)
+        tg.cancel_scope.cancel()
+    if outcome is None:
+        return job.stopped()
+    if isinstance(outcome, End):
+        job.console.failure(outcome.reason)
+        return outcome
+    if outcome is not job.plan:
+        _replan(job, outcome)
+    return None
+
+
+def _replan(job: Job, plan: Plan) -> None:
+    """Units moved to spares before launch: new runners, and a plan.json that shows what runs."""
+    job.plan = plan
+    job.runners = {u.name: UnitRunner(job, u, job.log_dir / u.log) for u in plan.units}
+    job.groups = Groups(job.runners.values(), job.clock)
+    with contextlib.suppress(OSError, FileRefused):
+        write_under(job.log_dir, job.log_dir / "plan.json", plan.dumps(), error=FileRefused)
