@@ -100,6 +100,10 @@ async def test_without_a_spare_the_job_fails_at_once_naming_node_and_check(tmp_p
         "node": {"node": "node2", "check": "gpus-foreign", "evidence": "pid 4242 holds 30000 MiB on GPU 0"}
     }
     assert all(e.unit is None for e in job.journal.events)  # no unit was ever started
+    assert result.postmortem is not None
+    said = result.postmortem.read_text()
+    assert f"reason: {result.reason}" in said
+    assert "node node2 failed preflight: gpus-foreign: pid 4242 holds 30000 MiB on GPU 0" in said
 
 
 async def test_preflight_false_checks_nothing(tmp_path: Path) -> None:
