@@ -43,6 +43,7 @@ RUNTIME_ENV = frozenset(
         "SRTD_COLLECTOR_TOKEN",  # the collector's write token (docs/collector.md)
         "SRTD_COLLECTOR_READ_TOKEN",  # the collector's read token (docs/collector.md)
         "SRTD_DYNAMO_STACK",  # the Dynamo test stack's directory (docs/dynamo-local.md)
+        "SRTD_NODE",  # the node a preflight GPU query runs for (docs/nodes.md)
     }
 )
 RESERVED_PREFIX = "SRTD_TEST_"
