@@ -102,6 +102,8 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print(f"frontend gate: {plan.gate}")
     if plan.hold:
         console.print("runs until stopped (manual benchmark, no terminal unit)")
+    if not plan.preflight:
+        console.print("preflight: off (the nodes are not checked before launch)")
     for path in plan.files:
         console.print(f"writes: {path}")
     if plan.reporting is not None:

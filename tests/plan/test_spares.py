@@ -5,12 +5,14 @@ the sbatch header (+N nodes, --no-kill), `Plan.spares`, what `srtd plan` shows, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from srtd.cluster import Cluster
 from srtd.plan import sbatch_script
 from srtd.topology import replace_node
+from tests.command import REPO as ROOT
 from tests.command import run_srtd
 from tests.plan._util import HEAD, PD, load_problems, plan, plan_error
 
@@ -127,3 +129,12 @@ def test_srtd_plan_shows_the_spares_and_what_they_take_over() -> None:
     ) in shown.stdout
     as_json = run_srtd("plan", "recipes/slurm-dev/spare.yaml", "--slurm", "--json")
     assert json.loads(as_json.stdout)["spares"] == ["node3"]
+
+
+def test_srtd_plan_says_when_preflight_is_off(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((ROOT / "recipes/slurm-dev/spare.yaml").read_text() + "preflight: false\n")
+    shown = run_srtd("plan", str(recipe), "--slurm")
+    assert shown.returncode == 0, shown.stderr
+    assert "preflight: off (the nodes are not checked before launch)" in shown.stdout
+    assert "preflight: off" not in run_srtd("plan", "recipes/slurm-dev/spare.yaml", "--slurm").stdout
