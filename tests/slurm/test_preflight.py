@@ -49,7 +49,7 @@ def _recipe(tmp_path: Path, token: str, *, spares: int, nodes: str, benchmark: s
     text = text.replace(
         "resources: {gpu_type: cpu, gpus_per_node: 2}",
         f"resources: {{gpu_type: cpu, gpus_per_node: 2, spare_nodes: {spares}}}\n"
-        f"sbatch_directives: {{nodelist: \"{nodes}\"}}",
+        f'sbatch_directives: {{nodelist: "{nodes}"}}',
     )
     path = tmp_path / "pf.yaml"
     path.write_text(text)
