@@ -43,6 +43,7 @@ RUNTIME_ENV = frozenset(
         "SRTD_COLLECTOR_TOKEN",  # the collector's write token (docs/collector.md)
         "SRTD_COLLECTOR_READ_TOKEN",  # the collector's read token (docs/collector.md)
         "SRTD_DYNAMO_STACK",  # the Dynamo test stack's directory (docs/dynamo-local.md)
+        "SRTD_NODE",  # the node a preflight GPU query runs for (docs/nodes.md)
     }
 )
 RESERVED_PREFIX = "SRTD_TEST_"
@@ -117,6 +118,13 @@ class Cluster(BaseSettings):
     node_lost_seconds: float = Field(default=10.0, gt=0)
     """A node none of whose slurmd connects succeeded for this long is lost: its units fail with
     `node NODE lost (...)`.  Detection within this + the check interval + 2 s (15 s by default)."""
+    spare_nodes: Annotated[int, Field(ge=0, le=64)] = 0
+    """Spare nodes of every job whose recipe sets no `resources.spare_nodes` (docs/nodes.md)."""
+    preflight_seconds: float = Field(default=60.0, gt=0)
+    """The time budget of the per-node check before the units launch, all nodes at once (docs/nodes.md)."""
+    gpu_query_command: str = "nvidia-smi"
+    """The program (and leading arguments, split as a shell would but never run by one) that answers
+    nvidia-smi's `--query-gpu` and `--query-compute-apps` queries for preflight."""
     early_warning_seconds: Annotated[int, Field(ge=1, le=65535)] | None = None
     """`sbatch --signal=B:USR1@N`; unset: the teardown budget plus a minute."""
     benchmark_scripts: str | None = None

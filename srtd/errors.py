@@ -22,6 +22,7 @@ EXIT_NO_RESULTS = 5  # the benchmark exited 0 but measured nothing (the results 
 EXIT_PUBLISH = 6  # the job succeeded but a result publisher failed or timed out (docs/results.md)
 EXIT_POWER = 7  # telemetry.required: the job's power samples do not cover its measurement windows
 EXIT_SWEEP_UNMEASURED = 1  # `srtd sweep`: a point did not measure validly (failed, timed out, out of retries)
+EXIT_PREFLIGHT = 8  # a node failed its preflight check and no spare node was left to take its place (docs/nodes.md)
 EXIT_INTERNAL = 70  # a bug in srtd (EX_SOFTWARE); the traceback is saved, not printed
 EXIT_SIGNAL_BASE = 128  # stopped by signal N: 128 + N, as shells report it
 EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT  # Ctrl-C outside a job's own signal handling (130)

@@ -74,6 +74,7 @@ class _Detail(BaseModel):
     seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
     after: list[str] | None = None
     result: dict[str, Any] | None = None
+    node: dict[str, Any] | None = None  # node events: preflight, loss, replacement (docs/events.md)
 
 
 class Event(BaseModel):

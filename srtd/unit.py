@@ -441,14 +441,14 @@ class Plan(_Frozen):
     sbatch: Sbatch | None = None
     files: dict[str, str] = Field(default_factory=dict)  # generated config files: path -> content
     warnings: tuple[str, ...] = ()
-    # unit -> the exact srun line `srtd run` executes for its first attempt (Slurm plans
-    # shown by `srtd plan` / saved by `srtd run`); left out of the JSON while empty.
+    # unit -> the srun line of its first attempt (Slurm plans: srtd plan, run); left out of the JSON while empty
     srun_lines: dict[str, str] = Field(default_factory=dict)
     reporting: StatusReporting | None = None  # None: no status reporting (and no key in the JSON)
-    # added to every port srtd chose (docs/topology.md); left out of the JSON while 0
-    port_offset: Amount = 0
+    port_offset: Amount = 0  # added to every port srtd chose (docs/topology.md); no key in the JSON while 0
     publishers: tuple[Publisher, ...] = ()  # run after the job in this order; left out of the JSON while empty
     power: PowerSampling | None = None  # srtd samples GPU power (telemetry.enabled); no key in the JSON without
+    spares: tuple[str, ...] = ()  # held back for replacement (resources.spare_nodes); no key in JSON while empty
+    preflight: bool = True  # check every node before launching (docs/nodes.md); in the JSON only when false
 
     @model_serializer(mode="wrap")
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -458,12 +458,15 @@ class Plan(_Frozen):
             data.pop("publishers", None)
         if not data.get("srun_lines"):
             data.pop("srun_lines", None)
-        if data.get("reporting", "") is None:
-            del data["reporting"]
         if not data.get("port_offset"):
             data.pop("port_offset", None)
-        if data.get("power", "") is None:
-            del data["power"]
+        for key in ("reporting", "power"):
+            if data.get(key, "") is None:
+                del data[key]
+        if not data.get("spares"):
+            data.pop("spares", None)
+        if data.get("preflight") is True:
+            del data["preflight"]
         return data
 
     def outside_log_dir(self) -> list[str]:

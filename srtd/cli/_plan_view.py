@@ -75,8 +75,12 @@ def render_plan(plan: Plan, console: Console) -> None:
     nodes.add_column("nodes")
     for role, names in plan.nodes.items():
         nodes.add_row(role, ", ".join(names))
+    if plan.spares:
+        nodes.add_row("spare", ", ".join(plan.spares))
     nodes.add_row("total", str(len(plan.allocation) - len(plan.nodes.get("unused", ()))))
     console.print(nodes)
+    if plan.spares:
+        console.print(_spares_line(plan), markup=False)
     for phase in plan.phases:
         members = [u for u in plan.units if u.phase == phase]
         if not members:
@@ -98,6 +102,8 @@ def render_plan(plan: Plan, console: Console) -> None:
         console.print(f"frontend gate: {plan.gate}")
     if plan.hold:
         console.print("runs until stopped (manual benchmark, no terminal unit)")
+    if not plan.preflight:
+        console.print("preflight: off (the nodes are not checked before launch)")
     for path in plan.files:
         console.print(f"writes: {path}")
     if plan.reporting is not None:
@@ -146,3 +152,21 @@ def _render_unit(unit: Unit, console: Console, srun_line: str | None) -> None:
     if unit.run_timeout:
         console.print(f"    killed after {unit.run_timeout:g} s", highlight=False)
     console.print(Text("    $ ", style="dim") + Text(srun_line or command_line(unit)), soft_wrap=True, highlight=False)
+
+
+def _spares_line(plan: Plan) -> str:
+    """What the spares would take over: the units of any node that fails preflight or is lost."""
+    spare = plan.spares[0]
+    busy = sorted({n for u in plan.units for n in u.nodes if not u.on_teardown})
+    load = ", ".join(f"{n} ({_count(plan, n)})" for n in busy)
+    return (
+        f"spares: {', '.join(plan.spares)} held back (sbatch --no-kill); the first healthy one takes over every"
+        f" unit, GPU and port of a node that fails preflight or is lost: {load}; e.g. {busy[0]} -> {spare}"
+        if busy
+        else f"spares: {', '.join(plan.spares)} held back (sbatch --no-kill); no node carries units"
+    )
+
+
+def _count(plan: Plan, node: str) -> str:
+    count = sum(node in u.nodes for u in plan.units)
+    return f"{count} unit" if count == 1 else f"{count} units"

@@ -17,7 +17,7 @@ from srtd.errors import FileRefused, LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
     from srtd.launch import PortClaim, SlurmLauncher
-    from srtd.supervisor import Console
+    from srtd.supervisor import Console, Preflight
     from srtd.unit import Plan
 
 
@@ -161,6 +161,17 @@ def _job_plan(recipe: Path, choice: PlanChoice, local: bool, slurm_job: str | No
     return plan, claim
 
 
+def _preflight(cluster_config: Path | None) -> Preflight:
+    """The node checks before launch: the cluster's budget and GPU query, the engines' memory flags."""
+    from srtd.cluster import load_cluster
+    from srtd.engines import all_rows
+    from srtd.supervisor import Preflight
+
+    cluster, _ = load_cluster(cluster_config)
+    flags = sorted({row.memory_fraction_flag for row in all_rows() if row.memory_fraction_flag})
+    return Preflight(cluster.preflight_seconds, cluster.gpu_query_command, tuple(flags))
+
+
 def _slurm_launcher(
     plan: Plan, recipe: Path, slurm_job: str, cluster_config: Path | None, log_path: Path
 ) -> SlurmLauncher:
@@ -220,10 +231,17 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     power_service, check_power = power_telemetry()
     services = [serve, status_service(), power_service]
     after = [check_power, publish_results]  # reporting.publishers, once the results have passed the gate
+    checks = _preflight(choice.cluster_config)
     if local:
         try:
             return supervise(
-                plan, LocalLauncher(), log_dir=log_path, console=console, services=services, after_job=after
+                plan,
+                LocalLauncher(),
+                log_dir=log_path,
+                console=console,
+                services=services,
+                after_job=after,
+                preflight=checks,
             )
         finally:
             if claim is not None:
@@ -231,5 +249,12 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     assert slurm_job is not None
     launcher = _slurm_launcher(plan, recipe, slurm_job, choice.cluster_config, log_path)
     return supervise(
-        plan, launcher, log_dir=log_path, console=console, services=services, explain=launcher.explain, after_job=after
+        plan,
+        launcher,
+        log_dir=log_path,
+        console=console,
+        services=services,
+        explain=launcher.explain,
+        after_job=after,
+        preflight=checks,
     )

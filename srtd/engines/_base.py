@@ -86,6 +86,7 @@ class Engine(Row):
     # Every row says it; none is assumed.
     health_path: ClassVar[str | None] = None
     served_flag: ClassVar[str | None] = None  # the row passes the served name itself with this flag
+    memory_fraction_flag: ClassVar[str | None] = None  # its value: the share of each GPU's memory it takes (preflight)
     torch_profiler_dir_env: ClassVar[str | None] = None  # where the engine's torch profiler writes
     # Variables that make the engine emit NVTX ranges nsys can follow (observability's capture).
     nsys_env: ClassVar[Mapping[str, str]] = {}

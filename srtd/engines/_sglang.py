@@ -82,6 +82,7 @@ class SGLang(Engine):
     health_path = "/health"  # sglang.launch_server and the Dynamo system port
     torch_profiler_dir_env = "SGLANG_TORCH_PROFILER_DIR"
     served_flag = "--served-model-name"
+    memory_fraction_flag = "--mem-fraction-static"
     owned_flags = frozenset({"port", "host", "model-path", "disaggregation-mode", "nccl-port", "dist-init-addr"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:

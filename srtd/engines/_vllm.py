@@ -69,6 +69,7 @@ class VLLM(Engine):
     # the scheduler's and model runner's NVTX ranges; spawned (not forked) workers nsys can follow
     nsys_env = {"VLLM_NVTX_SCOPES_FOR_PROFILING": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     served_flag = "--served-model-name"
+    memory_fraction_flag = "--gpu-memory-utilization"
     owned_flags = frozenset({"port", "host", "model", "disaggregation-mode", "kv-transfer-config-from-connector"})
 
     def port_plan(self, recipe: Recipe, role: str, mode: WorkerMode) -> PortPlan:

@@ -22,6 +22,7 @@ import anyio.abc
 
 from srtd.errors import LaunchError
 from srtd.launch._protocol import ExitStatus, Stray
+from srtd.launch._tool import ToolRun, slurm_tool
 from srtd.unit import Unit
 
 
@@ -206,6 +207,10 @@ class FakeLauncher:
 
     def address(self, node: str) -> str:
         return self.addresses.get(node, node)
+
+    async def run_check(self, node: str, argv: Sequence[str], *, timeout: float) -> ToolRun:
+        """Every node is this machine: the check runs here."""
+        return await slurm_tool(argv, timeout)
 
     async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
         self.strays_ended_at.append(self.clock.now())

@@ -32,7 +32,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -46,6 +46,7 @@ from srtd.launch._holders import bind_errno, port_holder
 from srtd.launch._process import ChildProcess
 from srtd.launch._protocol import ExitStatus, Stray
 from srtd.launch._strays import Strays
+from srtd.launch._tool import ToolRun, slurm_tool
 from srtd.unit import Unit
 
 log = structlog.get_logger("srtd.launch")
@@ -234,6 +235,10 @@ class LocalLauncher:
         if self._guardian is not None and self._guardian.pid is not None:
             known.add(self._guardian.pid)
         return known
+
+    async def run_check(self, node: str, argv: Sequence[str], *, timeout: float) -> ToolRun:
+        """Every node is this machine: the check runs here."""
+        return await slurm_tool(argv, timeout)
 
     async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
         with anyio.CancelScope(shield=True):

@@ -11,7 +11,7 @@ machine; `SlurmLauncher` fits the same shape: `start` spawns `srun --job-name=..
 from __future__ import annotations
 
 import signal as _signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -22,7 +22,9 @@ from srtd.errors import exit_for_signal
 from srtd.unit import Unit
 
 if TYPE_CHECKING:
-    import anyio  # only a type here: `srtd plan` imports this module and loads no anyio
+    import anyio
+
+    from srtd.launch._tool import ToolRun  # only a type here: `srtd plan` imports this module and loads no anyio
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,11 @@ class Launcher(Protocol):
 
     def address(self, node: str) -> str:
         """The host a readiness probe connects to for `node`."""
+        ...
+
+    async def run_check(self, node: str, argv: Sequence[str], *, timeout: float) -> ToolRun:
+        """Run a short command on `node` to its end (at most `timeout` s) and say what it printed:
+        the preflight check (docs/nodes.md).  Under Slurm one step on that node; locally a process here."""
         ...
 
     async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:

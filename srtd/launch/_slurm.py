@@ -57,7 +57,7 @@ from srtd.launch._protocol import StopCause, Stray
 from srtd.launch._scancel import Scancels
 from srtd.launch._slurm_step import STEP_ID_WAIT, SlurmHandle
 from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_environment
-from srtd.launch._tool import slurm_tool
+from srtd.launch._tool import ToolRun, slurm_tool
 from srtd.unit import Unit
 
 log = structlog.get_logger("srtd.launch")
@@ -177,6 +177,11 @@ class SlurmLauncher:
                 "received SIGTERM: Slurm is ending the job (scancel or the time limit) and signals every step too"
             )
         return None
+
+    async def run_check(self, node: str, argv: Sequence[str], *, timeout: float) -> ToolRun:
+        """One step on `node` alone, outside any container; its output is the verdict."""
+        step = [self.srun, f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+        return await slurm_tool([*step, "--job-name=srtd_preflight", "--quiet", *argv], timeout)
 
     def argv(self, unit: Unit, attempt: int, log_path: Path) -> list[str]:
         record = step_file(self.log_dir, step_name(unit.name, attempt)) if unit.srun.shell else None

@@ -21,6 +21,7 @@ from srtd.plan._graph import PHASES, start_order, with_explicit_edges, with_phas
 from srtd.plan._hosts import host_units, phases_with_hosts, with_host_steps
 from srtd.plan._postprocess import postprocess_units
 from srtd.plan._reporting import JobShape, publishers, status_reporting, without_token
+from srtd.plan._spares import no_kill, spare_count
 from srtd.recipe import MAX_JOB_NODES, LoadedRecipe, Recipe, ServiceConfig
 from srtd.services import (
     EffectiveService,
@@ -164,7 +165,7 @@ def build_plan(
         job_id=job_id,
         local=local,
         log_dir=_log_dir(recipe, cluster, job_id, log_dir),
-        nodes=carve(_needs(recipe, services, frontend, gpn), nodes),
+        nodes=carve(_needs(recipe, services, frontend, gpn), nodes, 0 if local else spare_count(recipe, cluster)),
         gpus_per_node=gpn,
         addresses=dict(addresses or {}),
         shared_ports=one_port_space,
@@ -256,6 +257,8 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
         port_offset=ctx.port_offset,
         publishers=publishers(recipe, lambda stem: ctx.log(stem, Place.JOB)),
         power=ctx.power,
+        spares=nodemap.spares,
+        preflight=recipe.preflight.enabled,
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)
@@ -487,5 +490,5 @@ def _sbatch(recipe: Recipe, cluster: Cluster, nodemap: NodeMap, gpn: int, teardo
         partition=slurm.partition or cluster.default_partition,
         time_limit=slurm.time_limit or cluster.default_time_limit or DEFAULT_TIME_LIMIT,
         signal=f"B:USR1@{teardown.early_warning_seconds}",
-        directives={**cluster.default_sbatch_directives, **recipe.sbatch_directives},
+        directives={**no_kill(nodemap.spares), **cluster.default_sbatch_directives, **recipe.sbatch_directives},
     )

@@ -22,6 +22,8 @@ from srtd.recipe._sections import (
     ModelConfig,
     OutputConfig,
     PostEvalConfig,
+    PreflightConfig,
+    PreflightField,
     ResourceConfig,
     SlurmConfig,
 )
@@ -77,6 +79,8 @@ class Recipe(Section):
     """Script under /configs run in each worker container before the engine."""
     host_setup: HostSetupConfig = Field(default_factory=HostSetupConfig)
     """Commands on each bare host before workers start."""
+    preflight: PreflightField = Field(default_factory=PreflightConfig)
+    """The per-node check before the units launch; `false` turns it off."""
     services: tuple[ServiceConfig, ...] = ()
     """Long-running processes next to the workers."""
     post_eval: PostEvalConfig = Field(default_factory=PostEvalConfig)

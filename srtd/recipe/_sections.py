@@ -41,6 +41,7 @@ class ModelConfig(Section):
 
 
 MAX_GPUS_PER_NODE = 1024
+MAX_SPARE_NODES = 64
 
 
 class ResourceConfig(Section):
@@ -54,6 +55,9 @@ class ResourceConfig(Section):
     """Give each partial-node worker its own node instead of packing them."""
     het_jobs: bool | None = None
     """Submit prefill and decode as two components of a heterogeneous job."""
+    spare_nodes: Annotated[int, Field(ge=0, le=MAX_SPARE_NODES)] | None = None
+    """srtd: nodes asked for beyond the job's, held back to replace a node that fails preflight or is
+    lost (docs/nodes.md); the job is submitted with `--no-kill`.  Unset: the cluster's `spare_nodes`."""
 
     @model_validator(mode="after")
     def _positive(self) -> ResourceConfig:
@@ -353,6 +357,22 @@ class HealthCheckConfig(Section):
         rules.log_patterns("extra_fatal_log_patterns", self.extra_fatal_log_patterns)
         rules.check()
         return self
+
+
+def _enabled_shorthand(value: Any) -> Any:
+    # `preflight: false` reads as upstream's `preflight: {enabled: false}`.
+    return {"enabled": value} if isinstance(value, bool) else value
+
+
+class PreflightConfig(Section):
+    """The per-node check before anything launches (docs/nodes.md); `preflight: false` is short for
+    `enabled: false`."""
+
+    enabled: bool = True
+    """Check every node (GPUs visible and free, log dir writable, ports free) before the units launch."""
+
+
+PreflightField = Annotated[PreflightConfig, BeforeValidator(_enabled_shorthand)]
 
 
 class HostSetupConfig(Section):

@@ -8,6 +8,7 @@ Public surface:
   `console`, `log_watch`, `after_job`)
 - `AfterJob`, `AfterJobFailure`, `AfterJobHook`: what runs after a job that succeeded (the result publishers)
 - `Service`: something that runs beside a job (the attach server), given its `ServicePort`
+- `Preflight`: how the nodes are checked before any unit launches (docs/nodes.md)
 - `Stop`: a stop request (what signal handlers set)
 - `JobResult`: how the job ended
 - test seams: `Clock`, `SystemClock`, `ScaledClock`; `Console`, `TerminalConsole`,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from srtd.supervisor._journal import JOURNAL_NAME, Journal, read_journal
     from srtd.supervisor._outcome import POSTMORTEM_NAME, JobResult
     from srtd.supervisor._port import ServicePort
+    from srtd.supervisor._preflight import Preflight
     from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
     from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
     from srtd.supervisor._tail import LogLine, Tailer, read_tail
@@ -59,6 +61,7 @@ _LAZY = {
     **dict.fromkeys(("JOURNAL_NAME", "Journal", "read_journal"), "_journal"),
     **dict.fromkeys(("POSTMORTEM_NAME", "JobResult"), "_outcome"),
     "ServicePort": "_port",
+    "Preflight": "_preflight",
     **dict.fromkeys(("ProbeResult", "check", "count", "evaluate_workers"), "_probes"),
     **dict.fromkeys(("STOP_SIGNALS", "relay_signals", "run"), "_run"),
     **dict.fromkeys(("LogLine", "Tailer", "read_tail"), "_tail"),
@@ -84,6 +87,7 @@ __all__ = [
     "LiveConsole",
     "LogLine",
     "NullConsole",
+    "Preflight",
     "ProbeResult",
     "ProgressRow",
     "ScaledClock",

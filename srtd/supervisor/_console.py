@@ -204,7 +204,7 @@ class NullConsole(_DrawsAtOnce):
 
 # job events whose reason is their own words: an after-job hook's outcome, the log file
 # system's room, a stray process found
-_OWN_WORDS = frozenset({"publisher", "publishers", "power", "log_space", "stray"})
+_OWN_WORDS = frozenset({"publisher", "publishers", "power", "log_space", "stray", "node"})
 
 
 def event_message(event: Event) -> tuple[str, dict[str, Any]]:

@@ -41,6 +41,7 @@ from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import JOURNAL_NAME, Journal, Listener
 from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, final_detail, report
 from srtd.supervisor._port import ServicePort
+from srtd.supervisor._preflight import Preflight, checked_nodes
 from srtd.supervisor._probes import http_client, speaks_http
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import (
@@ -128,8 +129,10 @@ class Job:
         console: Console | None = None,
         log_watch: WatchMode | None = None,
         after_job: Sequence[AfterJobHook] = (),
+        preflight: Preflight | None = None,
     ) -> None:
         check_plan(plan)
+        self.preflight = preflight  # None: no node checks (srtd run passes the cluster's)
         self.after_job = tuple(after_job)  # the result publishers (srtd.reporting), see _after.py
         self.plan = plan
         self.launcher = launcher
@@ -263,7 +266,7 @@ class Job:
         try:
             async with self.launcher:
                 try:
-                    end = await self._supervise()
+                    end = await checked_nodes(self, self.preflight) or await self._supervise()
                 finally:
                     if self._http is not None:
                         with anyio.CancelScope(shield=True):
@@ -325,7 +328,7 @@ class Job:
             if end.state is JobState.CANCELLED:
                 # The launcher explains the signal meanwhile (bounded); the end says it.
                 await self.stop.explanation()
-                end = self._stopped()
+                end = self.stopped()
             tg.cancel_scope.cancel()
         return end
 
@@ -343,7 +346,7 @@ class Job:
         announced_running = False
         while True:
             if self.stop.requested.is_set():
-                return self._stopped()
+                return self.stopped()
             if self.failure is not None:
                 unit, reason = self.failure
                 return End(JobState.FAILED, EXIT_JOB_FAILED, f"{unit} failed: {reason}", unit)
@@ -357,7 +360,7 @@ class Job:
                 self.journal.emit(None, JobState.RUNNING)
             await wait_any(self._changed, self.stop.requested)
 
-    def _stopped(self) -> End:
+    def stopped(self) -> End:
         reason = self.stop.reason or "stop requested"
         return End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
 
@@ -419,6 +422,7 @@ class JobOptions(TypedDict, total=False):
     console: Console | None
     log_watch: WatchMode | None
     after_job: Sequence[AfterJobHook]
+    preflight: Preflight | None
 
 
 async def supervise(

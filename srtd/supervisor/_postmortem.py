@@ -87,6 +87,12 @@ def _log_space(events: Sequence[Event]) -> list[str]:
     return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said]
 
 
+def _nodes(events: Sequence[Event]) -> list[str]:
+    """What the job found of its nodes: preflight verdicts, replacements, losses (docs/nodes.md)."""
+    said = [e for e in events if e.unit is None and "node" in (e.detail or {}) and e.state == e.prev]
+    return [f"node at {_stamp(e.ts)}: {e.reason}" for e in said]
+
+
 def write_postmortem(
     path: Path,
     *,
@@ -107,6 +113,7 @@ def write_postmortem(
         f"culprit: {culprit or '-'}",
         "first fatal log line: " + (f"{first_fatal[0]}: {first_fatal[1]}" if first_fatal is not None else "none"),
         *_log_space(events),
+        *_nodes(events),
         "",
         render_table_text(rows, "units"),
     ]

@@ -71,6 +71,8 @@ class NodeMap:
     """Service pool -> the nodes it owns."""
     unused: tuple[str, ...] = ()
     """Allocated nodes nothing was placed on."""
+    spares: tuple[str, ...] = ()
+    """The allocation's last nodes, held back to replace a failing or lost one (docs/nodes.md)."""
 
     @cached_property  # asked once per planned unit: a 1000-worker plan must not rebuild it 1000 times
     def workers(self) -> tuple[str, ...]:
@@ -118,14 +120,20 @@ def synthesize(count: int) -> tuple[str, ...]:
     return tuple(f"node{i}" for i in range(1, count + 1))
 
 
-def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
-    nodes = list(allocation) if allocation is not None else list(synthesize(needs.total))
+def carve(needs: NodeNeeds, allocation: Sequence[str] | None, spares: int = 0) -> NodeMap:
+    """Every node's job; the last `spares` nodes of the allocation are held back, nothing placed on them."""
+    nodes = list(allocation) if allocation is not None else list(synthesize(needs.total + spares))
     if len(set(nodes)) != len(nodes):
         twice = next(node for i, node in enumerate(nodes) if node in nodes[:i])
         raise PlanError(f"the node list names {twice} twice")
-    if len(nodes) < needs.total:
-        raise PlanError(f"the recipe needs {needs.total} nodes ({needs.breakdown()}), allocation has {len(nodes)}")
+    if len(nodes) < needs.total + spares:
+        more = f" and {spares} spare" if spares else ""
+        raise PlanError(
+            f"the recipe needs {needs.total} nodes ({needs.breakdown()}){more}, allocation has {len(nodes)}"
+        )
     all_nodes = tuple(nodes)
+    held = tuple(nodes[len(nodes) - spares :]) if spares else ()
+    nodes = nodes[: len(nodes) - spares]
     reserved: dict[str, str] = {}
     if needs.dedicated and needs.colocate_dedicated:
         node = nodes.pop() if "client" in needs.dedicated else nodes.pop(0)
@@ -165,6 +173,7 @@ def carve(needs: NodeNeeds, allocation: Sequence[str] | None) -> NodeMap:
         roles=roles,
         pools=pools,
         unused=unused,
+        spares=held,
     )
 
 

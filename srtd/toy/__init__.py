@@ -1,6 +1,6 @@
 """A toy OpenAI-compatible serving stack, so that `srtd run` can be shown on a laptop.
 
-Three programs, each runnable as ``python -m``:
+Four programs, each runnable as ``python -m``:
 
 - ``srtd.toy.worker``: a fake inference engine (prefill, decode or aggregated role) that
   answers ``/v1/completions`` and ``/v1/chat/completions`` with deterministic fake tokens
@@ -9,6 +9,7 @@ Three programs, each runnable as ``python -m``:
   its workers, reports them on ``/workers`` and routes requests prefill-then-decode or
   round-robin.
 - ``srtd.toy.bench``: a small load generator that reports TTFT, latency and throughput.
+- ``srtd.toy.gpus``: answers nvidia-smi's preflight queries with fake GPUs (docs/nodes.md).
 
 Nothing here needs a GPU or any dependency beyond srtd's own.  This module stays tiny
 on purpose: it is imported by every ``python -m srtd.toy.*`` start.

@@ -34,6 +34,7 @@ VALID = {
     "SRTD_REPORTING": '{"status": {"endpoint": "http://collector:8080"}}',
     "SRTD_REPORTING__STATUS__ENDPOINT": "http://collector:8080",
     "SRTD_REPORTING__STATUS__TOKEN_ENV": "MY_TOKEN",
+    "SRTD_NODE": "node2",  # set by preflight in its GPU query's environment
     "SRTD_RUNTIME_DIR": "/tmp/srtd-runtime",
     "SRTD_TEST_SHARED": "1",  # the test suite's own namespace
     "SRTD_UNIT": "agg_0",

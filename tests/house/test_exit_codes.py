@@ -18,6 +18,7 @@ PROGRAM_MAINS = {
     "launch/_guardian.py",
     "toy/_proc.py",
     "toy/bench.py",
+    "toy/gpus.py",
     "toy/router.py",
     "toy/worker.py",
 }
