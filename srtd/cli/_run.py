@@ -161,15 +161,23 @@ def _job_plan(recipe: Path, choice: PlanChoice, local: bool, slurm_job: str | No
     return plan, claim
 
 
-def _preflight(cluster_config: Path | None) -> Preflight:
-    """The node checks before launch: the cluster's budget and GPU query, the engines' memory flags."""
-    from srtd.cluster import load_cluster
-    from srtd.engines import all_rows
+def _preflight(cluster_config: Path | None, *, saved_local: bool) -> Preflight:
+    """The node checks before launch: the cluster's budget and GPU query, the engines' memory flags.
+
+    A saved plan run on this machine checks with the defaults and without the engines' memory
+    share: the settings and the engines' table would load pydantic-settings and the recipe
+    models for one machine's check (docs/nodes.md)."""
     from srtd.supervisor import Preflight
 
+    if saved_local:
+        return Preflight()
+    from srtd.cluster import load_cluster
+    from srtd.engines import all_rows
+
+    flags = tuple(sorted({row.memory_fraction_flag for row in all_rows() if row.memory_fraction_flag}))
+
     cluster, _ = load_cluster(cluster_config)
-    flags = sorted({row.memory_fraction_flag for row in all_rows() if row.memory_fraction_flag})
-    return Preflight(cluster.preflight_seconds, cluster.gpu_query_command, tuple(flags))
+    return Preflight(cluster.preflight_seconds, cluster.gpu_query_command, flags)
 
 
 def _slurm_launcher(
@@ -231,7 +239,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     power_service, check_power = power_telemetry()
     services = [serve, status_service(), power_service]
     after = [check_power, publish_results]  # reporting.publishers, once the results have passed the gate
-    checks = _preflight(choice.cluster_config)
+    checks = _preflight(choice.cluster_config, saved_local=local and recipe.suffix == ".json")
     if local:
         try:
             return supervise(
