@@ -454,10 +454,9 @@ class Plan(_Frozen):
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Plans without these keep the exact JSON they had before the fields existed.
         data: dict[str, Any] = handler(self)
-        if not data.get("publishers"):
-            data.pop("publishers", None)
-        if not data.get("srun_lines"):
-            data.pop("srun_lines", None)
+        for key in ("publishers", "srun_lines"):
+            if not data.get(key):
+                data.pop(key, None)
         if not data.get("port_offset"):
             data.pop("port_offset", None)
         for key in ("reporting", "power"):
