@@ -447,6 +447,8 @@ class Plan(_Frozen):
     port_offset: Amount = 0
     publishers: tuple[Publisher, ...] = ()  # run after the job in this order; left out of the JSON while empty
     power: PowerSampling | None = None  # srtd samples GPU power (telemetry.enabled); no key in the JSON without
+    # allocation nodes held back for replacement (resources.spare_nodes); no key in the JSON while empty
+    spares: tuple[str, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_empty_optionals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -462,6 +464,8 @@ class Plan(_Frozen):
             data.pop("port_offset", None)
         if data.get("power", "") is None:
             del data["power"]
+        if not data.get("spares"):
+            data.pop("spares", None)
         return data
 
     def outside_log_dir(self) -> list[str]:

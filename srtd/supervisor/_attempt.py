@@ -28,7 +28,7 @@ class Verdict(Enum):
     FAILED = "failed"
 
 
-EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy", "requested"]
+EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy", "requested", "replaced"]
 
 
 @dataclass(frozen=True)

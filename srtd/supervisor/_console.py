@@ -204,7 +204,7 @@ class NullConsole(_DrawsAtOnce):
 
 # job events whose reason is their own words: an after-job hook's outcome, the log file
 # system's room, a stray process found
-_OWN_WORDS = frozenset({"publisher", "publishers", "power", "log_space", "stray"})
+_OWN_WORDS = frozenset({"publisher", "publishers", "power", "log_space", "stray", "node"})
 
 
 def event_message(event: Event) -> tuple[str, dict[str, Any]]:
@@ -329,6 +329,7 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         elif (
             event.state == "backoff"
             or "stray" in (event.detail or {})
+            or "node" in (event.detail or {})
             or (event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None)))
         ):
             level = "warning"

@@ -88,6 +88,15 @@ class JobPort(Protocol):
 
     def rotate_log(self, path: Path, target: Path) -> None: ...
 
+    # -- a lost node replaced by a spare (`_replacing.py`)
+    def node_lost(self, unit: str, node: str, reason: str) -> bool:
+        """`unit`'s attempt ended because `node` is lost; True: it is launched again on the spare."""
+        ...
+
+    def set_aside(self, unit: str, number: int, why: str) -> None:
+        """Keep what a benchmark's interrupted attempt measured beside its results."""
+        ...
+
     # -- multi-node groups restart together
     def restart_group(self, origin: str, reason: str, delay: float) -> None: ...
 

@@ -64,6 +64,8 @@ class ResultsWatch:
         self._seen: dict[str, int] = {u.name: 0 for u in self.units}
         self._signatures: dict[str, tuple[Any, ...] | None] = {}
         self._final: set[str] = set()
+        # unit -> its attempts' results set aside by a replacement (a unit restarted by one is a key)
+        self.interrupted: dict[str, list[str]] = {}
         self._lock = anyio.Lock()
 
     def _read(self, unit: Unit, exit_code: int | None) -> Results:
@@ -116,6 +118,15 @@ class ResultsWatch:
         async with self._lock:
             if unit.name not in self._final and not results.verdict.reason:
                 self._journal_new(unit, results.points)
+
+    def restarted(self, unit: str, interrupted: str | None) -> None:
+        """`unit` runs again after a replacement; what it measured before is at `interrupted`: its
+        points are journaled again from the first."""
+        kept = self.interrupted.setdefault(unit, [])
+        if interrupted is not None:
+            kept.append(interrupted)
+        self._seen[unit] = 0
+        self._signatures.pop(unit, None)
 
     async def finish(self, units: Sequence[Unit]) -> GateFailure | None:
         """Read every ended benchmark once more, write results.json; the first gate failure of one

@@ -31,6 +31,7 @@ from srtd.topology._ports import (
     job_port_offset,
 )
 from srtd.topology._processes import PortPlan, Process, processes_of
+from srtd.topology._spares import replace_node
 
 __all__ = [
     "BOOTSTRAP",
@@ -69,6 +70,7 @@ __all__ = [
     "job_port_offset",
     "place_role",
     "processes_of",
+    "replace_node",
     "slurm_nodes",
     "synthesize",
 ]
