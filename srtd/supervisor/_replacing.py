@@ -113,17 +113,18 @@ class Replacer:
             runner.unit = new[name]
             if not runner.final:
                 runner.displaced = True
-        for name in replacement.restarted:
-            job.runners[name].interrupt(AttemptEnd("replaced", f"restarted: {why}", delay=0.0))
         back = tuple(
             Edge(unit=n, condition=Condition.READY) for n in replacement.order if not job.runners[n].unit.terminal
         )
-        for name in replacement.disrupted:
+        for name in (*replacement.restarted, *replacement.disrupted):
             runner = job.runners[name]
-            if runner.live:
-                runner.rejoin = back
-                reason = f"restarted once the job serves again: {why} while it ran"
-                runner.interrupt(AttemptEnd("replaced", reason, delay=0.0, detail={"replacement": replacement.lost}))
+            if not runner.unit.terminal:
+                runner.interrupt(AttemptEnd("replaced", f"restarted: {why}", delay=0.0))
+            elif runner.live and runner.unit.on_disruption == "fail":
+                runner.interrupt(AttemptEnd("disrupted", f"{why} while it ran (on_disruption: fail)"))
+            elif runner.live:
+                runner.rejoin = back  # it runs again once every moved and restarted unit is ready
+                runner.interrupt(AttemptEnd("replaced", f"restarted once the job serves again: {why} while it ran"))
         started = job.clock.now()
         job.in_background(lambda: self._served_again(replacement, started))
 
@@ -179,7 +180,8 @@ class ReplacingPort:
 
     def set_aside(self, unit: str, number: int, why: str) -> None:
         target = self.replacer.set_aside(self.runners[unit], number, why)
-        self._results.restarted(unit, None if target is None else str(target))
+        lost = self.replacer.replacements[-1].lost if self.replacer.replacements else "?"
+        self._results.restarted(unit, lost, None if target is None else str(target))
 
     def in_background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run `task` beside the units until the job ends."""

@@ -3,6 +3,7 @@ supervisor doing it on scripted attempts (FakeLauncher.lose_node) in fast virtua
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,14 @@ from typing import Any
 import anyio
 import pytest
 
+from srtd.attach import build_timeline
 from srtd.events import Event, JobView
 from srtd.launch import FakeLauncher, FakeRun
 from srtd.supervisor import NullConsole, ScaledClock, read_journal, supervise
 from srtd.supervisor._replace import choose_spare, decide
+from srtd.supervisor._replacing import NO_SPARE_HINT
 from srtd.topology import replace_node
-from srtd.unit import Edge, LogProbe, Plan, Readiness, TcpProbe, Unit, UnitKind
+from srtd.unit import Edge, LogProbe, Plan, Readiness, ResultsSpec, TcpProbe, Unit, UnitKind
 from tests.supervisor.helpers import check_journal, edge
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +81,7 @@ def stack(infra: str = "n1") -> list[Unit]:
             terminal=True,
             kind=UnitKind.BENCHMARK,
             readiness=None,
+            critical=False,
         ),
     ]
 
@@ -209,6 +213,9 @@ async def test_a_lost_worker_node_is_replaced_and_the_benchmark_runs_again(tmp_p
     assert "node n2 lost (the test took it away)" in nodes[0]["evidence"]
     assert nodes[1]["seconds"] is not None
     assert nodes[1]["seconds"] > 0
+    timeline = build_timeline(result.events)
+    assert [(n.node, n.what, n.spare) for n in timeline.nodes] == [("n2", "lost", "n4"), ("n2", "replaced", "n4")]
+    assert timeline.as_json()["nodes"][0]["reason"] == "node n2 lost: w0 move to n4; router restart with its address"
 
 
 async def test_a_lost_infra_node_moves_etcd_and_restarts_its_dependents_in_order(tmp_path: Path) -> None:
@@ -246,8 +253,61 @@ async def test_without_a_spare_a_lost_node_fails_the_job_as_before_and_says_what
             "w0",
         ],
     )
+    assert result.postmortem is not None
+    said = [line for line in result.postmortem.read_text().splitlines() if line.startswith("node at ")]
+    assert len(said) == 1
+    assert said[0].endswith(": node n2 lost and not replaced: no spare node is left: " + NO_SPARE_HINT)
     reasons = [e.reason for e in result.events if e.detail and "node" in e.detail]
     assert reasons == [
         "node n2 lost and not replaced: no spare node is left: set resources.spare_nodes: 1 "
         "in the recipe to replace a lost node"
     ]
+
+
+def point(concurrency: int) -> str:
+    doc = {"points": [{"concurrency": concurrency, "requests_sent": 8, "requests_succeeded": 8, "output_tokens": 80}]}
+    return json.dumps(doc)
+
+
+async def test_the_interrupted_benchmark_results_are_kept_beside_and_results_json_says_so(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    spec = ResultsSpec(reader="srtd", path="bench.json", gpus=2)
+    units = [x.model_copy(update={"results": spec}) if x.name == "bench" else x for x in stack()]
+    plan = plan_of(units, log_dir=str(log_dir))
+    clock = ScaledClock(20.0)
+    launcher = FakeLauncher({"bench": FakeRun(exit_after=20.0)}, default=READY, clock=clock)
+
+    async def measure_lose_measure() -> None:
+        for attempt in (0, 1):
+            while not any(s.unit == "bench" and s.attempt == attempt for s in launcher.starts):
+                await clock.sleep(0.5)
+            (log_dir / "bench.json").write_text(point(attempt + 1))
+            if attempt == 0:
+                await clock.sleep(3.0)
+                launcher.lose_node("n2")
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(measure_lose_measure)
+            result = await supervise(plan, launcher, clock=clock, console=NullConsole())
+
+    assert result.exit_code == 0
+    kept = log_dir / "bench.json.interrupted.1"
+    assert json.loads(kept.read_text()) == json.loads(point(1))
+    why = (log_dir / "bench.json.interrupted.1.why").read_text()
+    assert why == "restarted once the job serves again: node n2 replaced by n4 while it ran\n"
+    results = json.loads((log_dir / "results.json").read_text())
+    assert [p["concurrency"] for p in results["points"]] == [2]
+    assert results["replacement"] == {"nodes": ["n2"], "interrupted": [str(kept)]}
+
+
+async def test_on_disruption_fail_ends_the_job_when_a_replacement_cuts_the_benchmark(tmp_path: Path) -> None:
+    units = [x.model_copy(update={"on_disruption": "fail"}) if x.name == "bench" else x for x in stack()]
+    plan = plan_of(units, log_dir=str(tmp_path / "logs"))
+    result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
+
+    assert result.exit_code == 1
+    assert result.view.reason == "terminal unit bench node n2 replaced by n4 while it ran (on_disruption: fail)"
+    assert [s.unit for s in launcher.starts].count("bench") == 1
+    assert '"on_disruption": "fail"' in plan.dumps()
+    assert "on_disruption" not in plan_of(stack()).dumps()
