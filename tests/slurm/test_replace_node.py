@@ -48,7 +48,7 @@ def cluster_restored() -> Iterator[None]:
     restore()
 
 
-def _with_spare_and_router(plan: dict[str, Any]) -> None:
+def with_spare_and_router(plan: dict[str, Any]) -> None:
     """The spare node3, and a static router on node1 handed node2's worker address."""
     plan["spares"] = ["node3"]
     registry = next(u for u in plan["units"] if u["name"] == "service_registry")
@@ -81,7 +81,7 @@ def test_a_lost_worker_node_is_replaced_by_the_spare_and_the_benchmark_completes
     bench = f"echo started >> {tmp_path}/bench.runs; sleep {BENCH_SECONDS}; echo finished >> {tmp_path}/bench.runs"
     recipe = tmp_path / "spare.yaml"
     recipe.write_text(custom_job("spare", token, record, benchmark=f"{{type: custom, command: {json.dumps(bench)}}}"))
-    plan = plan_job(recipe, tmp_path, "node[1-3]", log_dir, _with_spare_and_router)
+    plan = plan_job(recipe, tmp_path, "node[1-3]", log_dir, with_spare_and_router)
     job = sbatch(run_script(plan, 3), tmp_path, "--nodelist=node[1-3]", "--no-requeue", "--no-kill")
 
     runs = tmp_path / "bench.runs"
