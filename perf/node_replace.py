@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from perf._common import summary_ms
-from perf.node_loss import DETECTION_BOUND, _cluster_up, _restore
+from perf.node_loss import DETECTION_BOUND, _cluster_up, _restore, timed_section
 
 MOVED = "agg_1_node2"
 BENCH_SECONDS = 8
@@ -101,30 +101,16 @@ def node_replace(quick: bool) -> dict[str, Any]:
 
 def section(r: dict[str, Any]) -> list[str]:
     """This scenario's part of docs/performance.md."""
-    title = "## A lost node replaced by a spare on Slurm"
-    if "skipped" in r:
-        return [title, "", f"Skipped: {r['skipped']}.", ""]
-    load = f"_load average {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after; {r['seconds']:g} s_"
     rows = [
-        ["node2 killed → `node` event `lost` (the decision)", r["decision"]],
-        ["`lost` → the moved worker's step `starting` on the spare", r["launched"]],
-        ["node2 killed → `replaced` (every moved and restarted unit ready again)", r["served"]],
+        ["node2 killed → `node` event `lost` (the decision)", r.get("decision")],
+        ["`lost` → the moved worker's step `starting` on the spare", r.get("launched")],
+        ["node2 killed → `replaced` (every moved and restarted unit ready again)", r.get("served")],
     ]
-    return [
-        title,
-        "",
-        load,
-        "",
-        f"`perf/node_replace.py`, {r['runs']} runs on the dev cluster: a job with workers on node1 and node2,"
+    intro = (
+        f"`perf/node_replace.py`, {r.get('runs')} runs on the dev cluster: a job with workers on node1 and node2,"
         " the spare node3, a static router holding node2's address and a running benchmark; node2's slurmd,"
         " slurmstepd and tasks SIGKILLed a few seconds into the benchmark (docs/nodes.md#replacing-a-lost-node)."
         " The toy worker is ready at once, so served-again is srtd's own cost plus Slurm's step launch;"
-        " a real engine adds its model load.",
-        "",
-        "| measured | p50 | max |",
-        "|---|---|---|",
-        *(f"| {name} | {v['p50_ms'] / 1000:.2f} s | {v['max_ms'] / 1000:.2f} s |" for name, v in rows),
-        "",
-        *(f"- {k}: {'yes' if v else '**no**'}" for k, v in r["met"].items()),
-        "",
-    ]
+        " a real engine adds its model load."
+    )
+    return timed_section("## A lost node replaced by a spare on Slurm", r, intro, rows, digits=2)
