@@ -213,6 +213,7 @@ async def test_a_lost_worker_node_is_replaced_and_the_benchmark_runs_again(tmp_p
     assert "node n2 lost (the test took it away)" in nodes[0]["evidence"]
     assert nodes[1]["seconds"] is not None
     assert nodes[1]["seconds"] > 0
+    assert result.view.units["w0"].node == "n4"  # srtd attach shows where it runs now
     timeline = build_timeline(result.events)
     assert [(n.node, n.what, n.spare) for n in timeline.nodes] == [("n2", "lost", "n4"), ("n2", "replaced", "n4")]
     assert timeline.as_json()["nodes"][0]["reason"] == "node n2 lost: w0 move to n4; router restart with its address"
