@@ -91,8 +91,16 @@ def test_a_lost_worker_node_is_replaced_by_the_spare_and_the_benchmark_completes
     at = time.time()
     assert killed["tasks"], killed
 
+    def replaced() -> bool:
+        return any((e.get("detail") or {}).get("node", {}).get("what") == "replaced" for e in journal(log_dir))
+
     def ended() -> bool:
         return final_job_event(journal(log_dir))["state"] in ("failed", "succeeded", "cancelled")
+
+    # Slurm declaring node2 down (SlurmdTimeout, brought forward) while the job runs on: with
+    # --no-kill the allocation stays, and no srun of the job waits on node2
+    wait_for("the replacement", lambda: replaced() or ended(), timeout=90)
+    mark_down("node2")
 
     wait_for(f"job {job} to end", ended, timeout=BENCH_SECONDS * 2 + 90)
     events = journal(log_dir)
