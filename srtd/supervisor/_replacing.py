@@ -73,24 +73,31 @@ class Replacer:
         self.job = job
         self.gone: dict[str, Replacement | None] = {}  # lost node -> its replacement (None: none)
         self.replacements: list[Replacement] = []
+        self.not_replaced: dict[str, str] = {}  # lost node -> why it was not replaced
 
-    def on_lost(self, runner: UnitRunner, node: str, reason: str) -> bool:
-        """`runner`'s attempt ended because `node` is lost.  True: it is launched again (replaced)."""
+    def on_lost(self, runner: UnitRunner, node: str, reason: str) -> str | None:
+        """`runner`'s attempt ended because `node` is lost.  None: it is launched again on the spare;
+        else why the node is not replaced ("" when that is no news: the job is stopping)."""
         if node not in self.gone:
             self.gone[node] = self._decide(node, reason)
         replacement = self.gone[node]
-        return replacement is not None and runner.name in replacement.touched
+        if replacement is not None and runner.name in replacement.touched:
+            return None
+        return self.not_replaced.get(node, "")
 
     def _decide(self, node: str, reason: str) -> Replacement | None:
         job = self.job
         on_node = [u.name for u in job.plan.units if node in u.nodes and not u.on_teardown]
-        spare = None if job.stopping else choose_spare(job.plan, node, set(self.gone))
+        if job.stopping:
+            return None  # the job ends anyway: its teardown says what became of the node's units
+        spare = choose_spare(job.plan, node, set(self.gone))
         if spare is None:
             why = (
                 "it runs srtd itself"
                 if job.plan.allocation and node == job.plan.allocation[0]
                 else f"no spare node is left: {NO_SPARE_HINT}"
             )
+            self.not_replaced[node] = f"not replaced: {why}"
             text = f"node {node} lost and not replaced: {why}"
             self._emit(text, node_detail(node, "lost", evidence=reason, units=on_node))
             return None
@@ -175,7 +182,7 @@ class ReplacingPort:
     def replacer(self) -> Replacer:
         return Replacer(cast("Job", self))
 
-    def node_lost(self, unit: str, node: str, reason: str) -> bool:
+    def node_lost(self, unit: str, node: str, reason: str) -> str | None:
         return self.replacer.on_lost(self.runners[unit], node, reason)
 
     def set_aside(self, unit: str, number: int, why: str) -> None:

@@ -54,8 +54,12 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
     if end.kind == "exit":
         failed, reason = _judge_exit(runner)
         status = runner.status
-        if status is not None and status.node is not None and port.node_lost(runner.name, status.node, reason):
-            end = AttemptEnd("replaced", reason, delay=0.0)  # its node was replaced: launched on the spare
+        if status is not None and status.node is not None:
+            why_not = port.node_lost(runner.name, status.node, reason)
+            if why_not is None:  # its node was replaced: it is launched on the spare
+                end = AttemptEnd("replaced", reason, delay=0.0)
+            elif why_not:
+                reason += f"; {why_not}"  # the job's end says what to set
     else:
         failed = end.kind not in ("group", "requested", "replaced")
         reason = end.reason

@@ -244,7 +244,9 @@ async def test_without_a_spare_a_lost_node_fails_the_job_as_before_and_says_what
     result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
 
     assert result.exit_code == 1
-    assert result.view.reason == "w0 failed: node n2 lost (the test took it away)"
+    assert result.view.reason == (
+        "w0 failed: node n2 lost (the test took it away); not replaced: no spare node is left: " + NO_SPARE_HINT
+    )
     assert [s.unit for s in launcher.starts].count("w0") == 1
     (lost,) = node_events(result.events)
     assert (lost["what"], lost["spare"], lost["units"]) == (
