@@ -25,7 +25,7 @@ Scenario = Callable[[bool], dict[str, Any]]
 
 
 def scenarios() -> dict[str, Scenario]:
-    from perf import _cli, _collector, _latency, _peers, _plan, _relay, _slurm, _watching, node_loss
+    from perf import _cli, _collector, _latency, _peers, _plan, _relay, _slurm, _watching, node_loss, node_replace
 
     return {
         "exits": _latency.exits,
@@ -39,6 +39,7 @@ def scenarios() -> dict[str, Scenario]:
         "collector": _collector.put_storm,
         "attach-relay": _relay.relay,  # needs the dev Slurm cluster (scripts/slurm-dev-cluster up 4)
         "node_loss": node_loss.node_loss,  # needs the dev Slurm cluster; skipped without it
+        "node_replace": node_replace.node_replace,  # the same
         **_slurm.SCENARIOS,  # the dev cluster's: in the default list only while it is up
     }
 

@@ -12,6 +12,7 @@ from perf import _slurm_report
 from perf._cli import section as cli_section
 from perf._common import CPU_CLOCK_NOTES, REPO, RESULTS
 from perf.node_loss import section as node_loss_section
+from perf.node_replace import section as node_replace_section
 
 PAGE = REPO / "docs" / "performance.md"
 IMAGES = REPO / "docs" / "img"
@@ -27,6 +28,7 @@ ORDER = (
     "collector",
     "attach-relay",
     "node_loss",
+    "node_replace",
     *_slurm_report.NAMES,
 )
 
@@ -369,6 +371,7 @@ SECTIONS = {
     "collector": _collector,
     "attach-relay": _attach_relay,
     "node_loss": node_loss_section,
+    "node_replace": node_replace_section,
     **_slurm_report.SECTIONS,
 }
 

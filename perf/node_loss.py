@@ -136,27 +136,35 @@ def node_loss(quick: bool) -> dict[str, Any]:
 
 def section(r: dict[str, Any]) -> list[str]:
     """This scenario's part of docs/performance.md."""
-    title = "## A lost node on Slurm: decision and teardown"
+    rows = [
+        ["node2 killed → its worker `failed` (the decision)", r.get("decision")],
+        ["that job's teardown (`stopping` → final event)", r.get("teardown")],
+        ["killed + stop sent at once: teardown", r.get("stop_teardown")],
+    ]
+    intro = (
+        f"`perf/node_loss.py`, {r.get('runs')} runs of each case on the dev cluster"
+        f" (KillWait {r.get('kill_wait_s')} s): node2's slurmd, slurmstepd and task SIGKILLed under a running job"
+        " with no liveness"
+        " (docs/failures.md#a-lost-node)."
+    )
+    return timed_section("## A lost node on Slurm: decision and teardown", r, intro, rows, digits=1)
+
+
+def timed_section(title: str, r: dict[str, Any], intro: str, rows: list[list[Any]], digits: int) -> list[str]:
+    """A Slurm scenario's part of the page: its load, what it did, p50/max in seconds, the bounds met."""
     if "skipped" in r:
         return [title, "", f"Skipped: {r['skipped']}.", ""]
     load = f"_load average {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after; {r['seconds']:g} s_"
-    rows = [
-        ["node2 killed → its worker `failed` (the decision)", r["decision"]],
-        ["that job's teardown (`stopping` → final event)", r["teardown"]],
-        ["killed + stop sent at once: teardown", r["stop_teardown"]],
-    ]
     return [
         title,
         "",
         load,
         "",
-        f"`perf/node_loss.py`, {r['runs']} runs of each case on the dev cluster (KillWait {r['kill_wait_s']} s):"
-        " node2's slurmd, slurmstepd and task SIGKILLed under a running job with no liveness"
-        " (docs/failures.md#a-lost-node).",
+        intro,
         "",
         "| measured | p50 | max |",
         "|---|---|---|",
-        *(f"| {name} | {v['p50_ms'] / 1000:.1f} s | {v['max_ms'] / 1000:.1f} s |" for name, v in rows),
+        *(f"| {name} | {v['p50_ms'] / 1000:.{digits}f} s | {v['max_ms'] / 1000:.{digits}f} s |" for name, v in rows),
         "",
         *(f"- {k}: {'yes' if v else '**no**'}" for k, v in r["met"].items()),
         "",

@@ -170,6 +170,11 @@ class JobView(BaseModel):
         if "job" in detail:
             self.name = detail["job"]
             self.job_id = detail.get("job_id")
+        moved = detail.get("node")  # a node event: the units a spare took over are there now
+        if isinstance(moved, dict) and isinstance(moved.get("spare"), str) and moved.get("what") == "lost":
+            for unit in moved.get("units") or ():
+                if isinstance(unit, str):
+                    self.units.setdefault(unit, UnitView(name=unit)).node = moved["spare"]
         for key in ("nodes", "tiers"):
             for unit, value in (detail.get(key) or {}).items():
                 view = self.units.setdefault(unit, UnitView(name=unit))

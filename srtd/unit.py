@@ -304,6 +304,7 @@ class Unit(_Frozen):
     # launched by the job's teardown, after every tier is down, instead of at start (a host
     # teardown step); in the JSON only when true
     on_teardown: bool = False
+    on_disruption: Literal["restart", "fail"] = "restart"  # a terminal unit across a replacement; JSON: when fail
 
     @property
     def node(self) -> str:
@@ -312,11 +313,9 @@ class Unit(_Frozen):
     @model_serializer(mode="wrap")
     def _omit_unset_liveness(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for key in ("liveness", "results"):
-            if data.get(key, ...) is None:
+        for key, unset in (("liveness", None), ("results", None), ("on_teardown", False), ("on_disruption", "restart")):
+            if key in data and data[key] == unset:
                 del data[key]
-        if data.get("on_teardown") is False:
-            del data["on_teardown"]
         return data
 
 

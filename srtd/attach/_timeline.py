@@ -85,6 +85,17 @@ class ResultMark:
     point: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class NodeMark:
+    """A node event at `at` (docs/events.md, "Node events"): lost, replaced, ...; `reason` in words."""
+
+    at: float
+    node: str
+    what: str
+    spare: str | None
+    reason: str
+
+
 @dataclass
 class Timeline:
     name: str
@@ -96,6 +107,7 @@ class Timeline:
     chain: list[Link]
     teardown: list[TierStop]
     results: list[ResultMark] = field(default_factory=list)
+    nodes: list[NodeMark] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,7 +184,21 @@ def build(events: Sequence[Event]) -> Timeline:
             for e in events
             if e.unit is not None and e.detail and isinstance(e.detail.get("result"), dict)
         ],
+        nodes=_node_marks(events, t0),
     )
+
+
+def _node_marks(events: Sequence[Event], t0: float) -> list[NodeMark]:
+    marks = []
+    for e in events:
+        fact = (e.detail or {}).get("node") if e.unit is None else None
+        if isinstance(fact, dict) and isinstance(fact.get("node"), str):
+            spare = fact.get("spare")
+            what = str(fact.get("what", "?"))
+            marks.append(
+                NodeMark(_rel(e.ts, t0), fact["node"], what, spare if isinstance(spare, str) else None, e.reason or "")
+            )
+    return marks
 
 
 def _condition_time(mine: Sequence[Event], condition: str, before: float) -> float | None:
@@ -323,6 +349,11 @@ def render_timeline(timeline: Timeline, width: int = GANTT_WIDTH) -> RenderableT
     parts: list[RenderableType] = [table, legend, Text(""), chain, teardown]
     if timeline.results:
         parts.append(_results_text(timeline.results))
+    if timeline.nodes:
+        said = Text("nodes:\n", style="bold")
+        for node in timeline.nodes:
+            said.append(f"  +{node.at:7.2f} s  {node.node} {node.what}: {node.reason}\n")
+        parts.append(said)
     return Group(*parts)
 
 

@@ -305,6 +305,7 @@ def benchmark_unit(
         tier=0,
         terminate_timeout=15.0,
         results=results_spec(row, ctx),
+        on_disruption=bench.on_disruption,
     )
 
 

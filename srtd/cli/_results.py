@@ -78,5 +78,8 @@ def results(log_dirs: tuple[Path, ...], as_json: bool, plot: Path | None) -> Non
     click.echo(render(rows, title=f"{len(rows)} points from {len(loaded)} jobs"), nl=False)
     for r in failed:
         click.echo(f"{r.job_id}: {r.verdict.reason}")
+    for r in loaded:
+        if r.replacement is not None:
+            click.echo(f"{r.job_id}: {r.replacement.describe()}")
     if plot is not None:
         click.echo(f"plot written to {plot}")

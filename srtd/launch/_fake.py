@@ -62,6 +62,7 @@ class FakeStart:
     pid: int
     at: float
     log_path: Path
+    spec: Unit | None = None  # the unit as launched (its nodes, argv, env)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class FakeHandle:
         self.status: ExitStatus | None = None
         self._exited = anyio.Event()
         self._term_seen = False
+        self.nodes: tuple[str, ...] = ()  # the unit's nodes (`FakeLauncher.lose_node`)
 
     @property
     def pid(self) -> int | None:
@@ -179,6 +181,7 @@ class FakeLauncher:
         self.signals: list[FakeSignal] = []
         self.ends: list[tuple[str, int, ExitStatus, float]] = []
         self.handles: list[FakeHandle] = []
+        self.lost: dict[str, str] = {}  # node -> evidence, as `lose_node` declared it
         self._pids = itertools.count(40000)
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -218,7 +221,18 @@ class FakeLauncher:
         for stray in strays:
             report(stray)
 
+    def lose_node(self, node: str, evidence: str = "the test took it away") -> None:
+        """As the Slurm launcher's presence check does: every attempt on `node` ends unreachable
+        at once, and a start that needs the node is refused from now on."""
+        self.lost[node] = evidence
+        for handle in self.handles:
+            if node in handle.nodes:
+                handle.end(ExitStatus.unreachable(f"node {node} lost ({evidence})", node))
+
     async def start(self, unit: Unit, *, attempt: int, log_path: Path) -> FakeHandle:
+        for node in unit.nodes:
+            if node in self.lost:
+                raise LaunchError(f"{unit.name}: node {node} lost ({self.lost[node]})")
         run = self.run_for(unit.name, attempt)
         if run.start_error is not None:
             raise LaunchError(f"{unit.name}: {run.start_error}")
@@ -226,8 +240,9 @@ class FakeLauncher:
         log_path.write_bytes(b"")
         pid = next(self._pids)
         handle = FakeHandle(self, unit.name, attempt, pid, run)
+        handle.nodes = unit.nodes
         self.handles.append(handle)
-        self.starts.append(FakeStart(unit.name, attempt, pid, self.clock.now(), log_path))
+        self.starts.append(FakeStart(unit.name, attempt, pid, self.clock.now(), log_path, unit))
         self._spawn(handle._play, log_path)
         return handle
 

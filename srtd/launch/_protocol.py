@@ -34,11 +34,12 @@ class ExitStatus:
     code: int | None = None
     signal: int | None = None
     lost: str | None = None  # the attempt could not be reached any more (its node was lost): why
+    node: str | None = None  # with `lost`: the node that was lost, when the launcher knows it
 
     @classmethod
-    def unreachable(cls, reason: str) -> ExitStatus:
+    def unreachable(cls, reason: str, node: str | None = None) -> ExitStatus:
         """The attempt is given up because it cannot be reached (`node node2 lost (...)`)."""
-        return cls(lost=reason)
+        return cls(lost=reason, node=node)
 
     @classmethod
     def from_returncode(cls, returncode: int) -> ExitStatus:

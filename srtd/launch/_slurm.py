@@ -131,7 +131,7 @@ class SlurmLauncher:
         log.error("a node of the job is lost", node=node, evidence=evidence)
         for handle in self.handles:
             if node in handle.unit.nodes and handle.poll() is None:
-                handle.give_up(reason)
+                handle.give_up(reason, node)
 
     def hurry(self, nodes: Sequence[str]) -> None:
         """Decide soon whether `nodes` are lost (`NodePresence.hurry`), in the background."""

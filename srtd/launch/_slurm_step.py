@@ -75,6 +75,7 @@ class SlurmHandle:
         self._stopped = False  # signalled: an srun that never reached the controller is not run again
         self._resend: int | None = None  # a stop signal sent before the task began: sent again once it has
         self.lost: str | None = None  # set when its node is lost: why
+        self.lost_node: str | None = None  # and which node
 
     @property
     def pid(self) -> int | None:
@@ -100,16 +101,17 @@ class SlurmHandle:
     def poll(self) -> ExitStatus | None:
         status = self._child.poll()
         if status is not None and self.lost is not None:
-            return ExitStatus.unreachable(self.lost)
+            return ExitStatus.unreachable(self.lost, self.lost_node)
         return None if status is None else _status_of(status)
 
     def ended(self) -> bool:
         """Its srun client has exited (for good or before a run again)."""
         return self._child.poll() is not None
 
-    def give_up(self, reason: str) -> None:
+    def give_up(self, reason: str, node: str | None = None) -> None:
         """Its node is lost: the attempt ends now with `reason`, and is never signalled again."""
         self.lost = reason
+        self.lost_node = node
         self.kill_client()
 
     async def wait(self) -> ExitStatus:
@@ -117,7 +119,7 @@ class SlurmHandle:
         while await self._retry(status):
             status = await self._child.wait()
         if self.lost is not None:
-            return ExitStatus.unreachable(self.lost)
+            return ExitStatus.unreachable(self.lost, self.lost_node)
         if status.signal is not None and not self._settled:
             # The srun client itself was killed: its step (and task) may live on.
             async with self._lock:

@@ -307,6 +307,9 @@ class BenchmarkConfig(Section):
     (docs/results.md); relative to the log directory.  Without it a custom benchmark is not read."""
     accept_empty: bool = False
     """Do not fail the job when the benchmark measured nothing (0 requests or tokens at a point)."""
+    on_disruption: Literal["restart", "fail"] = "restart"
+    """A spare replaced a lost node while the benchmark ran: `restart` it once the job serves again
+    (the interrupted attempt's results are kept beside), or `fail` the job."""
     container_image: str | None = None
     """Image of the client; defaults to the job's."""
     env: EnvMap = {}

@@ -8,13 +8,14 @@ The supervisor calls `collect` once a benchmark unit with a `ResultsSpec` has en
 from srtd.results._gate import collect, judge, point_problem, resolve, write_results
 from srtd.results._plot import pareto, plot
 from srtd.results._readers import READERS, Reading, document_points, per_gpu, read, sa_bench_point, sweep_values
-from srtd.results._schema import RESULTS_FORMAT, RESULTS_NAME, Point, Results, Stat, Verdict
+from srtd.results._schema import RESULTS_FORMAT, RESULTS_NAME, AfterReplacement, Point, Results, Stat, Verdict
 from srtd.results._table import Row, render, rows_of
 
 __all__ = [
     "READERS",
     "RESULTS_FORMAT",
     "RESULTS_NAME",
+    "AfterReplacement",
     "Point",
     "Reading",
     "Results",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 RESULTS_FORMAT = 1
 RESULTS_NAME = "results.json"
@@ -57,6 +57,20 @@ class Verdict(BaseModel):
     point: int | None = None  # index into `points`
 
 
+class AfterReplacement(BaseModel):
+    """The benchmark ran again after a spare replaced a lost node (docs/nodes.md): its points were
+    measured after the replacement; the interrupted attempts' own results are kept at `interrupted`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: tuple[str, ...]  # the lost nodes, each replaced by a spare while the benchmark ran
+    interrupted: tuple[str, ...] = ()  # where each interrupted attempt's results were set aside
+
+    def describe(self) -> str:
+        kept = f"; the interrupted results are kept at {', '.join(self.interrupted)}" if self.interrupted else ""
+        return f"measured after a replacement of node {', '.join(self.nodes)}{kept}"
+
+
 class Results(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,6 +86,14 @@ class Results(BaseModel):
     exit_code: int | None = None  # the benchmark's
     points: tuple[Point, ...] = ()
     verdict: Verdict
+    replacement: AfterReplacement | None = None  # absent from the JSON unless a replacement came
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @model_serializer(mode="wrap")
+    def _without_replacement(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("replacement", "") is None:
+            del data["replacement"]
+        return data

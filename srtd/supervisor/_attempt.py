@@ -28,7 +28,9 @@ class Verdict(Enum):
     FAILED = "failed"
 
 
-EndKind = Literal["exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy", "requested"]
+EndKind = Literal[
+    "exit", "fatal", "not-ready", "run-timeout", "group", "unhealthy", "requested", "replaced", "disrupted"
+]
 
 
 @dataclass(frozen=True)

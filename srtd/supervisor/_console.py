@@ -329,6 +329,7 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         elif (
             event.state == "backoff"
             or "stray" in (event.detail or {})
+            or "node" in (event.detail or {})
             or (event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None)))
         ):
             level = "warning"

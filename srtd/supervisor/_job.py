@@ -43,6 +43,7 @@ from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, final_deta
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._preflight import Preflight, checked_nodes
 from srtd.supervisor._probes import http_client, speaks_http
+from srtd.supervisor._replacing import ReplacingPort
 from srtd.supervisor._results import ResultsWatch
 from srtd.supervisor._rows import (
     culprit_text,
@@ -113,7 +114,7 @@ def write_files(plan: Plan) -> None:
             raise LaunchError(f"cannot write the generated file {path}: {e}") from e
 
 
-class Job:
+class Job(ReplacingPort):
     """One job's state and its end decision; the units see it through `JobPort`, its
     services through `ServicePort` (`control`)."""
 

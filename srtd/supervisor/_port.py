@@ -88,6 +88,16 @@ class JobPort(Protocol):
 
     def rotate_log(self, path: Path, target: Path) -> None: ...
 
+    # -- a lost node replaced by a spare (`_replacing.py`)
+    def node_lost(self, unit: str, node: str, reason: str) -> str | None:
+        """`unit`'s attempt ended because `node` is lost.  None: it is launched again on the spare;
+        else why the node is not replaced, for the unit's reason ("" for nothing to add)."""
+        ...
+
+    def set_aside(self, unit: str, number: int, why: str) -> None:
+        """Keep what a benchmark's interrupted attempt measured beside its results."""
+        ...
+
     # -- multi-node groups restart together
     def restart_group(self, origin: str, reason: str, delay: float) -> None: ...
 

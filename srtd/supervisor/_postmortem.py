@@ -82,9 +82,13 @@ def timeline(events: Sequence[Event]) -> str:
 
 
 def _log_space(events: Sequence[Event]) -> list[str]:
-    """What the job said of its log file system's room (full, nearly full, room again)."""
+    """What the job said of its log file system's room (full, nearly full, room again), and of its
+    nodes (lost, replaced: docs/nodes.md)."""
     said = [e for e in events if e.unit is None and "log_space" in (e.detail or {})]
-    return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said]
+    nodes = [e for e in events if e.unit is None and "node" in (e.detail or {})]
+    return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said] + [
+        f"node at {_stamp(e.ts)}: {e.reason}" for e in nodes
+    ]
 
 
 def _nodes(events: Sequence[Event]) -> list[str]:

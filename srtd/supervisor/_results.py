@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from srtd.events import UnitState
-from srtd.results import Point, Results, collect, render, resolve, rows_of, write_results
+from srtd.results import AfterReplacement, Point, Results, collect, render, resolve, rows_of, write_results
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._journal import Journal
@@ -64,6 +64,8 @@ class ResultsWatch:
         self._seen: dict[str, int] = {u.name: 0 for u in self.units}
         self._signatures: dict[str, tuple[Any, ...] | None] = {}
         self._final: set[str] = set()
+        # unit -> the lost nodes it was restarted across, and where its interrupted results were set aside
+        self.replaced: dict[str, tuple[list[str], list[str]]] = {}
         self._lock = anyio.Lock()
 
     def _read(self, unit: Unit, exit_code: int | None) -> Results:
@@ -117,6 +119,17 @@ class ResultsWatch:
             if unit.name not in self._final and not results.verdict.reason:
                 self._journal_new(unit, results.points)
 
+    def restarted(self, unit: str, node: str, interrupted: str | None) -> None:
+        """`unit` runs again after `node` was replaced; what it measured before is at `interrupted`
+        (None: nothing yet).  Its points are journaled again from the first."""
+        nodes, kept = self.replaced.setdefault(unit, ([], []))
+        if node not in nodes:
+            nodes.append(node)
+        if interrupted is not None:
+            kept.append(interrupted)
+        self._seen[unit] = 0
+        self._signatures.pop(unit, None)
+
     async def finish(self, units: Sequence[Unit]) -> GateFailure | None:
         """Read every ended benchmark once more, write results.json; the first gate failure of one
         that exited 0, or None."""
@@ -126,13 +139,18 @@ class ResultsWatch:
                 continue
             exit_code = self.journal.view.units[unit.name].exit_code
             results = await anyio.to_thread.run_sync(self._read, unit, exit_code)
+            if unit.name in self.replaced:
+                nodes, kept = self.replaced[unit.name]
+                note = AfterReplacement(nodes=tuple(nodes), interrupted=tuple(kept))
+                results = results.model_copy(update={"replacement": note})
             async with self._lock:
                 self._final.add(unit.name)
                 self._journal_new(unit, results.points)
             with contextlib.suppress(OSError):  # the journal still carries every point
                 await anyio.to_thread.run_sync(write_results, results, self.log_dir)
             if results.points:
-                self.console.results(render(rows_of([results]), title=f"{unit.name} results"), results.to_json())
+                title = f"{unit.name} results" + (f" ({results.replacement.describe()})" if results.replacement else "")
+                self.console.results(render(rows_of([results]), title=title), results.to_json())
             verdict = results.verdict
             if failure is None and not verdict.ok and exit_code == 0 and verdict.reason:
                 detail: dict[str, Any] = {"culprit": unit.name, "results": str(self.log_dir / "results.json")}

@@ -33,7 +33,7 @@ import anyio
 from srtd.events import FINAL_UNIT_STATES, Event, EventFacts, UnitState
 from srtd.launch import ExitStatus, Handle
 from srtd.patterns import compile_log_pattern
-from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict, ended
+from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict
 from srtd.supervisor._restart import RestartTracker
 from srtd.supervisor._tail import LogLine
 from srtd.supervisor._unit_after import after_attempt, ignored_detail
@@ -77,6 +77,10 @@ class UnitRunner:
         self.signalled = False  # srtd sent this attempt SIGTERM or SIGKILL
         self.user_signal: tuple[int, float] | None = None  # `srtd signal` to this attempt: (signum, when)
         self.waiting_on: tuple[Edge, ...] = ()
+        # a replacement (`_replacing.py`): moved or restarted, not yet launched again (dependants
+        # wait), and the units a disrupted benchmark waits for before it runs again
+        self.displaced = False
+        self.rejoin: tuple[Edge, ...] = ()
         self.last_probe: str | None = None
         self._finish: Callable[[AttemptEnd], None] | None = None
         self.settling = False  # launched, awaiting `Handle.settle`
@@ -122,17 +126,6 @@ class UnitRunner:
         if self.unit.critical:
             self.port.fail(self.name, reason)
 
-    def ended_first(self) -> None:
-        """The job is stopping and this attempt ended before srtd signalled it (under Slurm:
-        `scancel <job>` or the time limit signalled every step at once)."""
-        status = self.status
-        assert status is not None
-        self.end_as(
-            UnitState.STOPPED,
-            f"ended before srtd stopped it ({ended(status)}): stopped from outside",
-            {"ended_before_stop": True},
-        )
-
     # ---------------------------------------------------------------- dependencies
 
     def verdict(self, condition: Condition) -> Verdict:
@@ -144,6 +137,8 @@ class UnitRunner:
             return Verdict.WAIT
         if self.failure is not None or self.state is UnitState.FAILED:
             return Verdict.FAILED
+        if self.displaced:
+            return Verdict.WAIT
         final = self.final
         if condition is Condition.STARTED:
             ok = self.launched
@@ -166,7 +161,7 @@ class UnitRunner:
         """None once every `after` edge holds; the reason if one never can."""
         while True:
             blocked: list[Edge] = []
-            for edge in self.unit.after:
+            for edge in (*self.unit.after, *self.rejoin):
                 dep = self.port.peer(edge.unit)
                 verdict = dep.verdict(edge.condition)
                 if verdict is Verdict.FAILED:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from srtd.events import UnitState
 from srtd.launch import signal_name
 from srtd.supervisor._attempt import AttemptEnd, ended
-from srtd.supervisor._unit_stop import stop_own
+from srtd.supervisor._unit_stop import ended_first, stop_own
 from srtd.unit import Unit
 
 if TYPE_CHECKING:
@@ -49,16 +49,23 @@ async def after_attempt(runner: UnitRunner, end: AttemptEnd) -> bool:
     unit = runner.unit
     port = runner.port
     if end.kind == "exit" and port.stop_requested and not runner.signalled and not unit.on_teardown:
-        runner.ended_first()
+        ended_first(runner)
         return False
     if end.kind == "exit":
         failed, reason = _judge_exit(runner)
+        status = runner.status
+        if status is not None and status.node is not None:
+            why_not = port.node_lost(runner.name, status.node, reason)
+            if why_not is None:  # its node was replaced: it is launched on the spare
+                end = AttemptEnd("replaced", reason, delay=0.0)
+            elif why_not:
+                reason += f"; {why_not}"  # the job's end says what to set
     else:
-        failed = end.kind not in ("group", "requested")
+        failed = end.kind not in ("group", "requested", "replaced")
         reason = end.reason
     ran_clean = port.clock.now() - runner.clean_since if runner.clean_since is not None else None
 
-    forced = end.kind in ("group", "requested")  # a restart the policy does not decide
+    forced = end.kind in ("group", "requested", "replaced")  # a restart the policy does not decide
     wants = forced or runner.restarts.wants(failed)
     exhausted = not forced and runner.restarts.exhausted
     if wants and not exhausted and not port.stopping:
@@ -103,6 +110,8 @@ async def _restart(runner: UnitRunner, end: AttemptEnd, reason: str, ran_clean: 
     if runner.live:
         await stop_own(runner, reason, end.detail)
     number = runner.restarts.count
+    if end.kind == "replaced" and unit.results is not None:
+        runner.port.set_aside(runner.name, number, reason)  # what the interrupted attempt measured
     runner.emit(
         UnitState.BACKOFF,
         attempt=number,

@@ -56,6 +56,7 @@ def launch_failed(runner: UnitRunner, error: Exception) -> bool:
 
 def _started(runner: UnitRunner, handle: Handle, number: int) -> None:
     runner.launched = True
+    runner.displaced = False  # launched again after a replacement: dependants see its readiness
     runner.launched_at = runner.port.clock.now()
     runner.ready_now = False
     runner.clean_since = None

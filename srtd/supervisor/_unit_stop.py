@@ -11,7 +11,7 @@ import anyio
 
 from srtd.events import UnitState
 from srtd.launch import signal_name
-from srtd.supervisor._attempt import KILL_REAP
+from srtd.supervisor._attempt import KILL_REAP, ended
 from srtd.supervisor._clock import within
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ async def terminate(runner: UnitRunner) -> None:
     already = runner.handle.poll()
     if already is not None and not runner.signalled and runner.port.stop_requested:
         runner.status = already
-        runner.ended_first()
+        ended_first(runner)
         return
     if runner.state is not UnitState.STOPPING:
         runner.emit(UnitState.STOPPING, attempt=runner.attempt, reason="job stopping")
@@ -81,3 +81,15 @@ async def terminate(runner: UnitRunner) -> None:
         runner.end_as(UnitState.FAILED, runner.failure)
     else:
         runner.end_as(UnitState.STOPPED, note)
+
+
+def ended_first(runner: UnitRunner) -> None:
+    """The job is stopping and this attempt ended before srtd signalled it (under Slurm:
+    `scancel <job>` or the time limit signalled every step at once)."""
+    status = runner.status
+    assert status is not None
+    runner.end_as(
+        UnitState.STOPPED,
+        f"ended before srtd stopped it ({ended(status)}): stopped from outside",
+        {"ended_before_stop": True},
+    )
