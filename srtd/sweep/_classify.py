@@ -112,9 +112,11 @@ def _failed(f: Facts) -> Verdict | None:
 
 
 def _killed(f: Facts) -> Verdict | None:
-    # no end in the journal: srtd was killed from outside (or never ran)
+    # no end in the journal: srtd was killed from outside (or never ran). Its own node, the
+    # job's first (the batch host), is the likeliest cause: a head node that died takes srtd
+    # with it before Slurm calls the job NODE_FAIL, so Slurm may say only FAILED
     state = f.slurm_state or "forgotten by Slurm"
-    return Verdict(Outcome.INFRASTRUCTURE, f"srtd ended without writing its end (Slurm: {state})", ())
+    return Verdict(Outcome.INFRASTRUCTURE, f"srtd ended without writing its end (Slurm: {state})", f.nodes[:1])
 
 
 # (name, rule): the first rule that gives a verdict decides.

@@ -107,7 +107,11 @@ def test_a_lost_worker_node_is_replaced_by_the_spare_and_the_benchmark_completes
     end = final_job_event(events)
     assert (end["state"], end["exit_code"]) == ("succeeded", 0), end
 
-    nodes = [e["detail"]["node"] for e in events if e.get("unit") is None and "node" in (e.get("detail") or {})]
+    facts = [e["detail"]["node"] for e in events if e.get("unit") is None and "node" in (e.get("detail") or {})]
+    # preflight first: every node that carries units, and the spare, passed before anything launched
+    checked = sorted(n["node"] for n in facts if n["what"] == "preflight-passed")
+    assert checked == ["node1", "node2", "node3"]
+    nodes = [n for n in facts if not n["what"].startswith("preflight-")]
     assert [(n["node"], n["what"], n["spare"], n["units"]) for n in nodes] == [
         ("node2", "lost", "node3", [MOVED]),
         ("node2", "replaced", "node3", [MOVED]),

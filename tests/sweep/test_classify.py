@@ -31,6 +31,17 @@ CASES = [
     ("PREEMPTED", None, None, None, {"nodes": ("node1",)}, Outcome.INFRASTRUCTURE, "Slurm: PREEMPTED", ()),
     # srtd SIGKILLed from outside: no end in its journal
     ("FAILED", None, 137, None, {}, Outcome.INFRASTRUCTURE, "srtd ended without writing its end (Slurm: FAILED)", ()),
+    # ... on a node that died under it (Slurm says FAILED before NODE_FAIL): its own node is blamed
+    (
+        "FAILED",
+        None,
+        137,
+        None,
+        {"nodes": ("node5", "node6")},
+        Outcome.INFRASTRUCTURE,
+        "srtd ended without writing its end (Slurm: FAILED)",
+        ("node5",),
+    ),
     (None, None, None, None, {}, Outcome.INFRASTRUCTURE, "srtd ended without writing its end (Slurm: forgotten", ()),
     ("TIMEOUT", "cancelled", 143, "received SIGTERM", {}, Outcome.TIME_LIMIT, "time limit (no results)", ()),
     ("CANCELLED", "cancelled", 143, "received SIGTERM", {}, Outcome.CANCELLED, "received SIGTERM", ()),
