@@ -4,9 +4,10 @@
     python -m perf node_replace [--quick]
 
 Each run submits the job of `tests/slurm/test_replace_node.py` (a worker on node1 and one on
-node2, the spare node3, an infra service, a static router handed node2's address, a
-benchmark) with `--no-kill`, and "kills" node2 a few seconds into the benchmark as that test
-does (its slurmd, the steps' slurmstepd and tasks, SIGKILLed at once).  From the journal:
+node2, the spare node3 from `resources.spare_nodes: 1`, an infra service, a static router
+handed node2's address, a benchmark; srtd's own `#SBATCH` lines, so `--no-kill`), and
+"kills" node2 a few seconds into the benchmark as that test does (its slurmd, the steps'
+slurmstepd and tasks, SIGKILLed at once).  From the journal:
 
 - **loss → decision**: from the SIGKILL to the `node` event `lost` (the presence check's
   detection; the same bound as `node_loss`: node_lost_seconds 10 + interval 3 + connect 2);
@@ -22,7 +23,6 @@ machine run it under the cluster's lock.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 import uuid
@@ -37,19 +37,13 @@ BENCH_SECONDS = 25  # longer than the detection (about 12 s): the benchmark is s
 
 
 def _submit(work: Path) -> tuple[str, Path, Path]:
-    from tests.slurm.conftest import custom_job, plan_job, run_script, sbatch, wait_for
-    from tests.slurm.test_replace_node import with_spare_and_router
+    from tests.slurm.conftest import wait_for
+    from tests.slurm.test_replace_node import submit_with_spare
 
     token = "srtdperf" + uuid.uuid4().hex[:12]
     runs = work / "bench.runs"
-    bench = f"echo started >> {runs}; sleep {BENCH_SECONDS}"
-    recipe = work / "spare.yaml"
-    recipe.write_text(
-        custom_job("perfspare", token, work / "record", benchmark=f"{{type: custom, command: {json.dumps(bench)}}}")
-    )
     log_dir = work / "logs"
-    plan = plan_job(recipe, work, "node[1-3]", log_dir, with_spare_and_router)
-    job = sbatch(run_script(plan, 3), work, "--nodelist=node[1-3]", "--no-requeue", "--no-kill")
+    job = submit_with_spare(work, "perfspare", token, f"echo started >> {runs}; sleep {BENCH_SECONDS}")
     wait_for("the benchmark to run", runs.exists, timeout=120)
     return job, log_dir, runs
 

@@ -120,10 +120,8 @@ def sbatch(script: str, cwd: Path, *extra: str) -> str:
     return done.stdout.strip().split(";")[0]
 
 
-def plan_job(
-    recipe: Path, cwd: Path, nodes: str, log_dir: Path, edit: Callable[[dict[str, Any]], None] | None = None
-) -> Path:
-    """`srtd plan --json` for the dev cluster's nodes, edited (e.g. short terminate timeouts)."""
+def _plan(recipe: Path, cwd: Path, nodes: str, log_dir: Path, view: str) -> str:
+    """`srtd plan RECIPE --VIEW` for the dev cluster's `nodes`: its output."""
     done = srtd(
         "plan",
         str(recipe),
@@ -133,11 +131,18 @@ def plan_job(
         str(CLUSTER_CONFIG),
         "--log-dir",
         str(log_dir),
-        "--json",
+        f"--{view}",
         cwd=cwd,
     )
     assert done.returncode == 0, done.stderr
-    plan = json.loads(done.stdout)
+    return done.stdout
+
+
+def plan_job(
+    recipe: Path, cwd: Path, nodes: str, log_dir: Path, edit: Callable[[dict[str, Any]], None] | None = None
+) -> Path:
+    """`srtd plan --json` for the dev cluster's nodes, edited (e.g. short terminate timeouts)."""
+    plan = json.loads(_plan(recipe, cwd, nodes, log_dir, "json"))
     if edit is not None:
         edit(plan)
     path = cwd / "plan.json"
@@ -145,9 +150,26 @@ def plan_job(
     return path
 
 
-def run_script(plan: Path, nodes: int, *, time_limit: str = "5", signal: str | None = None) -> str:
-    """A batch script that execs `srtd run plan.json` (srtd is the batch shell)."""
+def sbatch_header(recipe: Path, cwd: Path, nodes: str, log_dir: Path) -> list[str]:
+    """The `#SBATCH` lines of srtd's own wrapper (`srtd plan --sbatch`): nodes with spares, --no-kill."""
+    return [line for line in _plan(recipe, cwd, nodes, log_dir, "sbatch").splitlines() if line.startswith("#SBATCH ")]
+
+
+def run_script(
+    plan: Path,
+    nodes: int,
+    *,
+    time_limit: str = "5",
+    signal: str | None = None,
+    header: list[str] | None = None,
+) -> str:
+    """A batch script that execs `srtd run plan.json` (srtd is the batch shell).
+
+    `header`: srtd's own `#SBATCH` lines (`sbatch_header`) instead of the test's.
+    """
     lines = ["#!/bin/bash", f"#SBATCH --nodes={nodes}", f"#SBATCH --time={time_limit}", "#SBATCH --job-name=srtd-test"]
+    if header is not None:
+        lines = ["#!/bin/bash", *header]
     if signal:
         lines.append(f"#SBATCH --signal={signal}")
     lines.append(f"exec {sys.executable} -m srtd run {plan} --cluster-config {CLUSTER_CONFIG}")
@@ -215,3 +237,18 @@ def nothing_left(token: str) -> Iterator[Callable[[str], None]]:
     yield check
     for job in jobs:
         subprocess.run(["scancel", job], check=False)
+
+
+@pytest.fixture
+def cluster_restored() -> Iterator[None]:
+    """A test that kills a node: the cluster is whole again afterwards (slurmd restarted, node resumed)."""
+    yield
+    from tests.slurm.node_loss import restore  # node_loss imports this module
+
+    restore()
+
+
+def started(record: Path, name: str) -> dict[str, Any] | None:
+    """proc.py's start record of `<unit>.<attempt>` (`name`), or None when that attempt never ran."""
+    path = record / f"{name}.start"
+    return json.loads(path.read_text()) if path.exists() else None
