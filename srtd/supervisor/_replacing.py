@@ -123,6 +123,10 @@ class Replacer:
         back = tuple(
             Edge(unit=n, condition=Condition.READY) for n in replacement.order if not job.runners[n].unit.terminal
         )
+        for name in replacement.moved:
+            runner = job.runners[name]
+            if runner.unit.terminal and not runner.final:
+                runner.rejoin = back  # a moved benchmark, too, waits until the job serves again
         for name in (*replacement.restarted, *replacement.disrupted):
             runner = job.runners[name]
             if not runner.unit.terminal:

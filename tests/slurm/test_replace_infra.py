@@ -131,6 +131,8 @@ def test_a_lost_infra_node_moves_etcd_to_the_spare_and_restarts_what_holds_its_a
     etcd_ready = _first(events, "service_etcd", "ready", 1)
     assert _first(events, "service_registry", "starting", 1) >= etcd_ready
     assert registry["t"] >= etcd_ready
+    # the benchmark moved with etcd, and ran again only once the job served again
+    assert _first(events, "benchmark", "starting", 1) >= _first(events, "service_registry", "ready", 1)
     assert started(record, "agg_0_node1.1") is None  # kept: its launch line names no lost node
     nothing_on("node2", record, at)  # nothing launched on node2 after it was lost
     benchmark_ran_again(events, runs)
