@@ -239,6 +239,33 @@ async def test_a_lost_infra_node_moves_etcd_and_restarts_its_dependents_in_order
     assert etcd.nodes == ("n4",)
 
 
+async def test_a_benchmark_on_the_lost_node_moves_and_runs_again_only_once_the_job_serves_again(
+    tmp_path: Path,
+) -> None:
+    # etcd and the benchmark client share n2; the benchmark waits only for w1, which is kept
+    # (it names no address of n2), so its own edges would let it start at once
+    update = {
+        "w0": {"nodes": ("n3",)},
+        "w1": {"env": {}},
+        "bench": {"nodes": ("n2",), "after": (edge("w1"),)},
+    }
+    units = [x.model_copy(update=update.get(x.name, {})) for x in stack(infra="n2")]
+    plan = plan_of(units, log_dir=str(tmp_path / "logs"))
+    result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
+
+    assert result.exit_code == 0
+    assert node_events(result.events)[0]["units"] == ["etcd", "bench"]
+    assert [s.unit for s in launcher.starts].count("w1") == 1
+    bench = [s.spec for s in launcher.starts if s.unit == "bench"]
+    assert len(bench) == 2
+    assert bench[1] is not None
+    assert bench[1].nodes == ("n4",)
+    events = result.events
+    again = next(e.seq for e in events if e.unit == "bench" and e.state == "starting" and e.attempt == 1)
+    for name in ("etcd", "w0", "fe", "router"):
+        assert any(e.unit == name and e.state == "ready" and e.attempt == 1 and e.seq < again for e in events), name
+
+
 async def test_without_a_spare_a_lost_node_fails_the_job_as_before_and_says_what_to_set(tmp_path: Path) -> None:
     plan = plan_of(stack(), spares=(), log_dir=str(tmp_path / "logs"))
     result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
