@@ -82,17 +82,14 @@ def timeline(events: Sequence[Event]) -> str:
 
 
 def _log_space(events: Sequence[Event]) -> list[str]:
-    """What the job said of its log file system's room (full, nearly full, room again), and of its
-    nodes (lost, replaced: docs/nodes.md)."""
+    """What the job said of its log file system's room (full, nearly full, room again)."""
     said = [e for e in events if e.unit is None and "log_space" in (e.detail or {})]
-    nodes = [e for e in events if e.unit is None and "node" in (e.detail or {})]
-    return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said] + [
-        f"node at {_stamp(e.ts)}: {e.reason}" for e in nodes
-    ]
+    return [f"log file system at {_stamp(e.ts)}: {e.reason}" for e in said]
 
 
 def _nodes(events: Sequence[Event]) -> list[str]:
-    """What the job found of its nodes: preflight verdicts, replacements, losses (docs/nodes.md)."""
+    """What the job found of its nodes: preflight verdicts, losses, replacements (docs/nodes.md);
+    the job's own end, which may repeat a node's reason, is the `reason:` line above."""
     said = [e for e in events if e.unit is None and "node" in (e.detail or {}) and e.state == e.prev]
     return [f"node at {_stamp(e.ts)}: {e.reason}" for e in said]
 
