@@ -71,7 +71,6 @@ def test_a_node_outside_the_allocation_fails_the_unit_with_sruns_message(
     tmp_path: Path, token: str, nothing_left: Callable[[str], None]
 ) -> None:
     def elsewhere(plan: dict[str, Any]) -> None:
-        plan["preflight"] = False  # the launch's refusal, not preflight's (next test)
         for unit in plan["units"]:
             if unit["name"] == "service_odd":
                 unit["nodes"] = ["node4"]
@@ -81,26 +80,4 @@ def test_a_node_outside_the_allocation_fails_the_unit_with_sruns_message(
     message = f"srun: error: Unable to create step for job {job}: Requested node configuration is not available"
     check_failed_with(job, tmp_path, log_dir, "service_odd", message)
     assert not (record / "service_odd.0.start").exists()
-    nothing_left(job)
-
-
-def test_with_preflight_a_node_outside_the_allocation_fails_the_job_before_any_launch(
-    tmp_path: Path, token: str, nothing_left: Callable[[str], None]
-) -> None:
-    def elsewhere(plan: dict[str, Any]) -> None:
-        for unit in plan["units"]:
-            if unit["name"] == "service_odd":
-                unit["nodes"] = ["node4"]
-
-    record = tmp_path / "record"
-    job, log_dir = run_refused(tmp_path, token, recipe(token, record), elsewhere)
-    assert job_state(job)["ExitCode"] == "8:0"  # EXIT_PREFLIGHT
-    events = journal(log_dir)
-    end = final_job_event(events)
-    assert end["state"] == "failed"
-    assert end["detail"]["node"]["node"] == "node4"
-    assert end["reason"].startswith("node node4 failed preflight (answer: ")
-    assert "Requested node configuration is not available" in end["reason"]  # srun's own words
-    assert [e for e in events if e.get("unit") is not None] == []  # no unit so much as started
-    assert not list(record.glob("*.start"))
     nothing_left(job)
