@@ -14,6 +14,13 @@ from tests.slurm.conftest import final_job_event, job_listed, journal, squeue_st
 from tests.slurm.node_loss import kill_node, mark_down, restore
 from tests.slurm.test_lost_node import job_phase
 
+BENCH_SECONDS = 20  # long enough that the node is lost while the benchmark runs
+
+
+def recorded_benchmark(runs: Path) -> str:
+    """A benchmark command that appends `started` and, BENCH_SECONDS later, `finished` to `runs`."""
+    return f"echo started >> {runs}; sleep {BENCH_SECONDS}; echo finished >> {runs}"
+
 
 def lose_mid_benchmark(node: str, job: str, runs: Path, log_dir: Path, bench_seconds: float) -> float:
     """Kill `node` 3 s into the benchmark, wait for the job to end; the time of the kill."""

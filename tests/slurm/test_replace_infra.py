@@ -31,11 +31,18 @@ from tests.slurm.conftest import (
     sbatch_header,
     started,
 )
-from tests.slurm.replacing import benchmark_ran_again, lose_mid_benchmark, no_step_left, node_events, nothing_on
+from tests.slurm.replacing import (
+    BENCH_SECONDS,
+    benchmark_ran_again,
+    lose_mid_benchmark,
+    no_step_left,
+    node_events,
+    nothing_on,
+    recorded_benchmark,
+)
 
 pytestmark = pytest.mark.usefixtures("slurm")
 
-BENCH_SECONDS = 20
 NODES = "node[1-3]"
 
 
@@ -88,7 +95,7 @@ def test_a_lost_infra_node_moves_etcd_to_the_spare_and_restarts_what_holds_its_a
     record = tmp_path / "record"
     log_dir = tmp_path / "logs"
     runs = tmp_path / "bench.runs"
-    bench = f"echo started >> {runs}; sleep {BENCH_SECONDS}; echo finished >> {runs}"
+    bench = recorded_benchmark(runs)
     recipe = tmp_path / "infra.yaml"
     recipe.write_text(infra_job(token, record, bench))
     plan_path = plan_job(recipe, tmp_path, NODES, log_dir, short_stops)

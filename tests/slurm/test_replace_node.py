@@ -29,12 +29,19 @@ from tests.slurm.conftest import (
     sbatch_header,
     started,
 )
-from tests.slurm.replacing import benchmark_ran_again, lose_mid_benchmark, no_step_left, node_events, nothing_on
+from tests.slurm.replacing import (
+    BENCH_SECONDS,
+    benchmark_ran_again,
+    lose_mid_benchmark,
+    no_step_left,
+    node_events,
+    nothing_on,
+    recorded_benchmark,
+)
 
 pytestmark = pytest.mark.usefixtures("slurm")
 
 MOVED = "agg_1_node2"
-BENCH_SECONDS = 20
 
 
 def with_router(plan: dict[str, Any]) -> None:
@@ -81,9 +88,7 @@ def test_a_lost_worker_node_is_replaced_by_the_spare_and_the_benchmark_completes
     record = tmp_path / "record"
     log_dir = tmp_path / "logs"
     runs = tmp_path / "bench.runs"
-    job = submit_with_spare(
-        tmp_path, "spare", token, f"echo started >> {runs}; sleep {BENCH_SECONDS}; echo finished >> {runs}"
-    )
+    job = submit_with_spare(tmp_path, "spare", token, recorded_benchmark(runs))
 
     at = lose_mid_benchmark("node2", job, runs, log_dir, BENCH_SECONDS)
     events = journal(log_dir)
