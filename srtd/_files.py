@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
+import posixpath
 import stat
 from pathlib import Path
 
@@ -151,7 +151,7 @@ def _replace_at(dir_fd: int, name: str, path: Path, data: bytes, error: type[Exc
     if old is not None and not stat.S_ISREG(old.st_mode):
         raise error(f"{path}: is {_kind(old.st_mode)}; srtd replaces only a regular file")
     mode = stat.S_IMODE(old.st_mode) if old is not None else 0o644
-    tmp = f".{name}.{secrets.token_hex(4)}.srtd-tmp"
+    tmp = f".{name}.{os.urandom(4).hex()}.srtd-tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -228,3 +228,15 @@ def read_text_back(path: Path, *, limit: int, error: type[Exception], follow: bo
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def within(log_dir: str, path: str) -> bool:
+    """Whether `path` (as written: absolute, or relative to the working directory) is inside `log_dir`.
+
+    Lexical on purpose: a plan is checked before any file exists, and every path srtd
+    writes is made from the log directory and a name, so a `..` or `/` in the name is
+    what would take it out.
+    """
+    base = posixpath.normpath(os.path.abspath(log_dir))
+    full = posixpath.normpath(os.path.abspath(path))
+    return full.startswith(base.rstrip("/") + "/")

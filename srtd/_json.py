@@ -44,11 +44,12 @@ def depth_within(value: Any, limit: int) -> bool:
     return False
 
 
-def loads_bounded(data: bytes | bytearray | str, max_depth: int = MAX_DEPTH) -> Any:
+def loads_bounded(data: bytes | bytearray | str, max_depth: int = MAX_DEPTH, *, constants: bool = False) -> Any:
     """`json.loads`, but one `ValueError` (`TooDeep`) for nesting beyond `max_depth`, and for
-    `NaN` / `Infinity`, which are not JSON."""
+    `NaN` / `Infinity`, which are not JSON (unless `constants`: a reader that refuses them
+    itself, naming the field)."""
     try:
-        value = json.loads(data, parse_constant=_refuse_constant)
+        value = json.loads(data, parse_constant=None if constants else _refuse_constant)
     except RecursionError:
         raise TooDeep(max_depth) from None
     if isinstance(data, str):

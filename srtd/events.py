@@ -5,17 +5,26 @@ line) and kept in memory.  `JobState.apply` folds events into the state that
 `srtd attach` shows, so a live snapshot, a stream and a replay of a finished job's
 journal are one code path.  The journal format is a contract (docs/events.md).
 
-Like `srtd.unit`, this module imports nothing of srtd's.
+Plain dataclasses, checked where they are read (`Event.from_line`, `Event.from_json`)
+by `srtd._shape`: `srtd ps` and `srtd attach` fold journals and snapshots and must not
+import pydantic to do it (issue #36).  The collector's wire model of an event, a pydantic
+model with the same fields and checks, is `srtd.status_api.Event`.
+
+Like `srtd.unit`, this module imports nothing of srtd's but `srtd._shape`.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Annotated, Any, TypedDict
+from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from srtd import _shape as s
+from srtd._json import TooDeep, loads_bounded
 
 JOURNAL_FORMAT = 1
+JOURNAL_DEPTH = 64  # objects and arrays inside each other in one journal line; srtd writes a handful
 
 
 class UnitState(StrEnum):
@@ -54,67 +63,111 @@ class EventFacts(TypedDict, total=False):
     detail: dict[str, Any] | None
 
 
-class _Detail(BaseModel):
-    """The `detail` keys a reader of the journal relies on, with their types (docs/events.md).
-
-    Checked when an event is read, so a journal line with `"units": 5` or a state no
-    release of srtd wrote is a skipped line, never a crash of the fold or the timeline.
-    Other keys pass as they are.
-    """
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    job: str | None = None
-    job_id: str | None = None
-    units: list[str] | None = None
-    nodes: dict[str, str] | None = None
-    tiers: dict[str, int] | None = None
-    log: str | None = None
-    step: str | None = None
-    seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
-    after: list[str] | None = None
-    result: dict[str, Any] | None = None
-    node: dict[str, Any] | None = None  # node events: preflight, loss, replacement (docs/events.md)
+def known_state(unit: str | None, state: str) -> None:
+    """A `ValueError` unless `state` is one of a unit's (or, with no unit, the job's)."""
+    states = UnitState if unit is not None else JobState
+    if state not in states.__members__.values():  # the fold needs it; `prev` is only shown
+        kind = "unit" if unit is not None else "job"
+        raise ValueError(f"{state!r} is not a {kind} state ({', '.join(states)})")
 
 
-class Event(BaseModel):
+# The `detail` keys a reader of the journal relies on, with their types (docs/events.md):
+# a journal line with `"units": 5` or a state no release of srtd wrote is a skipped line,
+# never a crash of the fold or the timeline.  Other keys pass as they are.
+DETAIL = s.Obj(
+    optional=s.nullable(
+        {
+            "job": s.Str(),
+            "job_id": s.Str(),
+            "units": s.ListOf(s.Str()),
+            "nodes": s.DictOf(s.Str()),
+            "tiers": s.DictOf(s.Int()),
+            "log": s.Str(),
+            "step": s.Str(),
+            "seconds": s.Num(),
+            "after": s.ListOf(s.Str()),
+            "result": s.DictOf(s.AnyValue()),
+            "node": s.DictOf(s.AnyValue()),  # node events: preflight, loss, replacement (docs/events.md)
+        }
+    ),
+    extra="allow",
+)
+
+
+def _readable(event: dict[str, Any]) -> None:
+    """What the fold needs beyond the fields' types: a known state, a detail of known types."""
+    known_state(event.get("unit"), event["state"])
+    s.check(DETAIL, event.get("detail") or {}, s.JSON_WORDS)
+
+
+# Bounds a reader checks (a journal is read back by timeline, attach --replay and
+# collectors): finite times, sequence numbers, exit codes and signals as the OS has them.
+EVENT = s.Obj(
+    required={"seq": s.Int(ge=0), "ts": s.Num(ge=0), "state": s.Str()},
+    optional=s.nullable(
+        {
+            "unit": s.Str(),
+            "prev": s.Str(),
+            "exit_code": s.Int(ge=-255, le=255),
+            "signal": s.Int(ge=0, le=128),
+            "reason": s.Str(),
+            "attempt": s.Int(ge=0),
+            "pid": s.Int(ge=0, le=1 << 32),
+            "detail": s.DictOf(s.AnyValue()),
+        }
+    ),
+    then=_readable,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
     """One state change.  `unit` is None for job-level events."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    # Bounds a reader checks (a journal is read back by timeline, attach --replay and
-    # collectors): finite times, sequence numbers, exit codes and signals as the OS has them.
-    seq: Annotated[int, Field(ge=0)]
-    ts: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    seq: int
+    ts: float
     unit: str | None = None  # None: a job-level event (omitted from the JSON line)
     state: str  # a UnitState for units, a JobState for the job
     prev: str | None = None
-    exit_code: Annotated[int, Field(ge=-255, le=255)] | None = None
-    signal: Annotated[int, Field(ge=0, le=128)] | None = None
+    exit_code: int | None = None
+    signal: int | None = None
     reason: str | None = None
-    attempt: Annotated[int, Field(ge=0)] | None = None
-    pid: Annotated[int, Field(ge=0, le=1 << 32)] | None = None
+    attempt: int | None = None
+    pid: int | None = None
     detail: dict[str, Any] | None = None
 
-    @model_validator(mode="after")
-    def _known_states(self) -> Event:
-        states = UnitState if self.unit is not None else JobState
-        if self.state not in states.__members__.values():  # the fold needs it; `prev` is only shown
-            kind = "unit" if self.unit is not None else "job"
-            raise ValueError(f"{self.state!r} is not a {kind} state ({', '.join(states)})")
-        if self.detail is not None:
-            _Detail.model_validate(self.detail)
-        return self
+    def as_json(self) -> dict[str, Any]:
+        """The event as its JSON object: fields in their order, the unset ones left out."""
+        return {f: v for f in _FIELDS if (v := getattr(self, f)) is not None}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_json(), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
     def to_line(self) -> str:
-        return self.model_dump_json(exclude_none=True) + "\n"
+        return self.to_json() + "\n"
 
     @classmethod
-    def from_line(cls, line: str) -> Event:
-        return cls.model_validate_json(line)
+    def from_json(cls, data: Any, words: dict[str, str] = s.PYTHON_WORDS) -> Event:
+        """The event a decoded JSON object holds, or `ShapeError` saying where it is wrong."""
+        return cls(**s.check(EVENT, data, words))
+
+    @classmethod
+    def from_line(cls, line: str | bytes) -> Event:
+        """The event of one journal line, or `ShapeError` (a `ValueError`) saying why not."""
+        try:
+            data = loads_bounded(line, JOURNAL_DEPTH, constants=True)  # a NaN time is refused as `ts`
+        except TooDeep as e:
+            raise s.ShapeError((), str(e)) from None
+        except ValueError as e:
+            raise s.ShapeError((), f"Invalid JSON: {e}") from None
+        return cls.from_json(data, s.JSON_WORDS)
 
 
-class UnitView(BaseModel):
+_FIELDS = tuple(f.name for f in fields(Event))
+
+
+@dataclass(slots=True)
+class UnitView:
     """What is known about one unit after folding its events."""
 
     name: str
@@ -133,11 +186,21 @@ class UnitView(BaseModel):
     ended_at: float | None = None
     ready_seconds: float | None = None  # launch -> ready of the latest ready attempt
     log: str | None = None  # the attempt's log file (`detail.log` of `starting`)
-    waiting_on: list[str] = Field(default_factory=list)  # edges not yet holding, while waiting
+    waiting_on: list[str] = field(default_factory=list)  # edges not yet holding, while waiting
     updated_at: float | None = None  # time of the unit's latest event
 
+    def as_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in _UNIT_FIELDS} | {"waiting_on": list(self.waiting_on)}
 
-class JobView(BaseModel):
+    def copied(self) -> UnitView:
+        return replace(self, waiting_on=list(self.waiting_on))
+
+
+_UNIT_FIELDS = tuple(f.name for f in fields(UnitView))
+
+
+@dataclass(slots=True)
+class JobView:
     """The job as a fold of its events."""
 
     name: str | None = None  # from the first event's detail
@@ -148,7 +211,26 @@ class JobView(BaseModel):
     exit_code: int | None = None
     reason: str | None = None
     seq: int = 0
-    units: dict[str, UnitView] = Field(default_factory=dict)
+    units: dict[str, UnitView] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The job's fields as a JSON object, without its units."""
+        return {f: getattr(self, f) for f in _JOB_FIELDS}
+
+    def copied(self) -> JobView:
+        """A copy that later events folded into this view leave as it is."""
+        return replace(self, units={name: unit.copied() for name, unit in self.units.items()})
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], units: list[Any]) -> JobView:
+        """The view a snapshot carries (its job fields and its units), or `ShapeError`."""
+        job = s.check(_JOB_VIEW, data)
+        view = cls(**job | {"state": JobState(job.get("state", JobState.STARTING))})
+        for unit in units:
+            facts = s.check(_UNIT_VIEW, unit)
+            item = UnitView(**facts | {"state": UnitState(facts.get("state", UnitState.PENDING))})
+            view.units[item.name] = item
+        return view
 
     def apply(self, event: Event) -> None:
         self.seq = event.seq
@@ -220,3 +302,40 @@ class JobView(BaseModel):
         for event in events:
             view.apply(event)
         return view
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(JobView) if f.name != "units")
+_OPTIONAL_NUMBERS = {"started_at": s.Num(), "ended_at": s.Num(), "exit_code": s.Int()}
+_JOB_VIEW = s.Obj(
+    optional={
+        **s.nullable({"name": s.Str(), "job_id": s.Str(), "reason": s.Str(), **_OPTIONAL_NUMBERS}),
+        "state": s.OneOf(s.strings(JobState)),
+        "seq": s.Int(),
+    },
+    extra="ignore",
+)
+_UNIT_VIEW = s.Obj(
+    required={"name": s.Str()},
+    optional={
+        **s.nullable(
+            {
+                **_OPTIONAL_NUMBERS,
+                "signal": s.Int(),
+                "node": s.Str(),
+                "tier": s.Int(),
+                "pid": s.Int(),
+                "step": s.Str(),
+                "reason": s.Str(),
+                "ready_at": s.Num(),
+                "ready_seconds": s.Num(),
+                "log": s.Str(),
+                "updated_at": s.Num(),
+            }
+        ),
+        "state": s.OneOf(s.strings(UnitState)),
+        "attempt": s.Int(),
+        "restarts": s.Int(),
+        "waiting_on": s.ListOf(s.Str()),
+    },
+    extra="ignore",
+)

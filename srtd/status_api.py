@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from srtd.events import Event
+from srtd import events
 
 MAX_BODY = 1 << 20  # bytes: a collector answers 413 to a larger body
 
@@ -114,6 +114,54 @@ class JobUpdate(_Body):
 JOURNAL_ROUTE = "/api/srtd/jobs/{job_id}/journal"
 HEALTH_ROUTE = "/api/health"  # an srtd collector's answer carries {"srtd": {"journal": 1}}
 JOURNAL_BATCH = 200  # events per request at most
+
+
+class _Detail(BaseModel):
+    """The `detail` keys a reader of the journal relies on, with their types (`srtd.events.DETAIL`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    job: str | None = None
+    job_id: str | None = None
+    units: list[str] | None = None
+    nodes: dict[str, str] | None = None
+    tiers: dict[str, int] | None = None
+    log: str | None = None
+    step: str | None = None
+    seconds: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    after: list[str] | None = None
+    result: dict[str, Any] | None = None
+    node: dict[str, Any] | None = None
+
+
+class Event(BaseModel):
+    """A journal event on the wire: `srtd.events.Event`'s fields and checks (`srtd.events.EVENT`)
+    as a pydantic model, for the request bodies and their JSON Schema."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: Annotated[int, Field(ge=0)]
+    ts: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    unit: str | None = None
+    state: str
+    prev: str | None = None
+    exit_code: Annotated[int, Field(ge=-255, le=255)] | None = None
+    signal: Annotated[int, Field(ge=0, le=128)] | None = None
+    reason: str | None = None
+    attempt: Annotated[int, Field(ge=0)] | None = None
+    pid: Annotated[int, Field(ge=0, le=1 << 32)] | None = None
+    detail: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _known_states(self) -> Event:
+        events.known_state(self.unit, self.state)
+        if self.detail is not None:
+            _Detail.model_validate(self.detail)
+        return self
+
+    def event(self) -> events.Event:
+        """The journal's own event of the same facts."""
+        return events.Event(**dict(self))
 
 
 class JournalBatch(_Body):

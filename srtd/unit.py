@@ -9,13 +9,14 @@ never renamed or re-typed without bumping `PLAN_FORMAT`.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from srtd._files import within
 
 PLAN_FORMAT = 1
 
@@ -26,18 +27,6 @@ _UNSAFE_NAME = re.compile(r"[/\x00-\x1f\x7f]|\.\.|^\.?$")
 def unsafe_name(name: str) -> bool:
     """Whether a name that becomes a path component (a unit, a job id) could leave its directory."""
     return bool(_UNSAFE_NAME.search(name))
-
-
-def within(log_dir: str, path: str) -> bool:
-    """Whether `path` (as written: absolute, or relative to the working directory) is inside `log_dir`.
-
-    Lexical on purpose: a plan is checked before any file exists, and every path srtd
-    writes is made from the log directory and a name, so a `..` or `/` in the name is
-    what would take it out.
-    """
-    base = posixpath.normpath(os.path.abspath(log_dir))
-    full = posixpath.normpath(os.path.abspath(path))
-    return full.startswith(base.rstrip("/") + "/")
 
 
 class _Frozen(BaseModel):

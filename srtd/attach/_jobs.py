@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from srtd._journal_file import JOURNAL_NAME, read_journal
 from srtd.attach._paths import gone_pid, is_live, pointer_facts, read_pointer, read_record, sockets
 from srtd.events import FINAL_JOB_STATES, Event, JobView, UnitState
-from srtd.supervisor import JOURNAL_NAME, read_journal
 
 if TYPE_CHECKING:
     from srtd.attach._client import RunningJob

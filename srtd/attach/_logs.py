@@ -16,11 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from srtd._files import open_read
+from srtd._files import open_read, within
 from srtd.attach._jobs import journal_view
 from srtd.errors import AttachError
 from srtd.events import FINAL_JOB_STATES
-from srtd.unit import within
 
 FOLLOW_POLL = 0.2  # seconds between looks at a followed log
 _CHUNK = 64 * 1024

@@ -10,81 +10,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from srtd import _shape as s
 from srtd.attach._protocol import BadFrame, decode_frame, view_of
 from srtd.errors import printable
-from srtd.events import Event
+from srtd.events import EVENT
 
 MAX_UNITS = 100_000  # units in one snapshot: a job of 10,000 nodes of 8 workers fits
 MAX_SAID = 500  # characters of a job's own message quoted in an error line
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    type: str
+def _message(required: dict[str, s.Spec] | None = None, **optional: s.Spec) -> s.Obj:
+    """A message's shape: its `type`, the fields it must and may have; others pass."""
+    return s.Obj(required={"type": s.Str(), **(required or {})}, optional=optional, extra="allow")
 
 
-class _Hello(_Message):
-    protocol: Any = None  # compared by the client: another version is its own error
-    job_id: str | None = None
-    name: str | None = None
-    state: str | None = None
-    started: float | None = None
-    log_dir: str | None = None
-    socket: str | None = None
-    pid: int | None = None
-
-
-class _Snapshot(_Message):
-    units: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_UNITS)
-
-
-class _Event(_Message):
-    event: Event
-
-
-class _Ok(_Message):
-    cmd: str
-    unit: str | None = None
-    signal: str | None = None
-
-
-class _Tail(_Message):
-    unit: str
-    log: str
-    lines: list[str]
-
-
-class _Line(_Message):
-    unit: str
-    text: str
-
-
-class _End(_Message):
-    reason: str
-
-
-class _Overflow(_Message):
-    last_seq: int | None = None
-    message: str
-
-
-class _Error(_Message):
-    error: str
-    message: str
-
-
-KINDS: dict[str, type[_Message]] = {
-    "hello": _Hello,
-    "snapshot": _Snapshot,
-    "event": _Event,
-    "ok": _Ok,
-    "tail": _Tail,
-    "line": _Line,
-    "end": _End,
-    "overflow": _Overflow,
-    "error": _Error,
+_TEXT = s.Nullable(s.Str())
+KINDS: dict[str, s.Obj] = {
+    # `protocol` is compared by the client: another version is its own error
+    "hello": _message(
+        job_id=_TEXT,
+        name=_TEXT,
+        state=_TEXT,
+        started=s.Nullable(s.Num()),
+        log_dir=_TEXT,
+        socket=_TEXT,
+        pid=s.Nullable(s.Int()),
+    ),
+    "snapshot": _message(units=s.ListOf(s.DictOf(s.AnyValue()), max_length=MAX_UNITS)),
+    "event": _message({"event": EVENT}),
+    "ok": _message({"cmd": s.Str()}, unit=_TEXT, signal=_TEXT),
+    "tail": _message({"unit": s.Str(), "log": s.Str(), "lines": s.ListOf(s.Str())}),
+    "line": _message({"unit": s.Str(), "text": s.Str()}),
+    "end": _message({"reason": s.Str()}),
+    "overflow": _message({"message": s.Str()}, last_seq=s.Nullable(s.Int())),
+    "error": _message({"error": s.Str(), "message": s.Str()}),
 }
 
 
@@ -94,23 +53,22 @@ def said(text: object) -> str:
     return line if len(line) <= MAX_SAID else line[:MAX_SAID] + "..."
 
 
-def _why(kind: str, error: ValidationError) -> str:
-    first = error.errors(include_url=False, include_input=False)[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"a {kind} message whose {where or 'value'} is wrong: {first['msg']}"
+def _why(kind: str, error: s.ShapeError) -> str:
+    where = ".".join(str(part) for part in error.loc)
+    return f"a {kind} message whose {where or 'value'} is wrong: {error.msg}"
 
 
 def read_message(line: bytes) -> dict[str, Any]:
     """One line from a job (with its newline) -> the message, or `BadFrame` saying why not."""
     message = decode_frame(line)
     kind = message.get("type")
-    model = KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
+    shape = KINDS.get(kind) if isinstance(kind, str) else None
+    if shape is None:
         raise BadFrame(f"unknown message type {said(repr(kind))[:60]}")
     try:
-        model.model_validate(message)
+        s.check(shape, message)
         if kind == "snapshot":
             view_of(message)
-    except ValidationError as e:
+    except s.ShapeError as e:
         raise BadFrame(_why(str(kind), e)) from None
     return message

@@ -121,22 +121,18 @@ def parse_request(line: bytes) -> Request:
 
 def snapshot_message(view: JobView, order: Sequence[str], **extra: Any) -> dict[str, Any]:
     """The folded view as one object: job fields at the top, `units` a list in plan order."""
-    data = view.model_dump(mode="json", exclude={"units"})
+    data = view.as_json()
     names = [n for n in order if n in view.units] + [n for n in view.units if n not in order]
-    data["units"] = [view.units[n].model_dump(mode="json") for n in names]
+    data["units"] = [view.units[n].as_json() for n in names]
     return {"type": "snapshot", **data, **extra}
 
 
 def view_of(snapshot: Mapping[str, Any]) -> JobView:
-    """The `JobView` a snapshot message carries (its extra keys are ignored)."""
-    from srtd.events import JobView, UnitView  # the models: not for the relay, which only passes frames on
+    """The `JobView` a snapshot message carries (its extra keys are ignored), or `ShapeError`."""
+    from srtd.events import JobView  # not for the relay, which only passes frames on
 
-    fields = set(JobView.model_fields) - {"units"}
-    view = JobView.model_validate({k: v for k, v in snapshot.items() if k in fields})
-    for unit in snapshot.get("units", []):
-        item = UnitView.model_validate(unit)
-        view.units[item.name] = item
-    return view
+    units = snapshot.get("units", [])
+    return JobView.from_json(dict(snapshot), units if isinstance(units, list) else [])
 
 
 def event_message(line: str) -> bytes:
@@ -147,4 +143,4 @@ def event_message(line: str) -> bytes:
 def event_of(message: Mapping[str, Any]) -> Event:
     from srtd.events import Event
 
-    return Event.model_validate(message["event"])
+    return Event.from_json(message["event"])

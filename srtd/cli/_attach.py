@@ -132,7 +132,7 @@ def journal_of(log_dir: Path) -> list[Event]:
 
     A line that is not an event is left out with one warning line on stderr (`events.jsonl:N: why`).
     """
-    from srtd.supervisor import JOURNAL_NAME, read_journal
+    from srtd._journal_file import JOURNAL_NAME, read_journal
 
     path = log_dir / JOURNAL_NAME
     skipped: list[str] = []

@@ -164,14 +164,14 @@ async def post_journal(request: Request) -> Response:
     require_write(request)
     job_id = path_job_id(request)
     batch = await body_of(request, JournalPost)
-    new = store_of(request).record_journal(job_id, batch.events)
+    new = store_of(request).record_journal(job_id, [e.event() for e in batch.events])
     return JSONResponse({"recorded": new})
 
 
 async def get_journal(request: Request) -> Response:
     require_read(request)
     journal = store_of(request).journal(request.path_params["job_id"])
-    return JSONResponse({"events": [e.model_dump(mode="json", exclude_none=True) for e in journal]})
+    return JSONResponse({"events": [e.as_json() for e in journal]})
 
 
 async def job_changes(request: Request) -> Response:

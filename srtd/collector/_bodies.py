@@ -26,8 +26,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from srtd.events import Event, JobState, UnitState
-from srtd.status_api import JOURNAL_BATCH, IsoTime, JobCreate, JobUpdate, JournalBatch
+from srtd.events import JobState, UnitState
+from srtd.status_api import JOURNAL_BATCH, Event, IsoTime, JobCreate, JobUpdate, JournalBatch
 
 MAX_DEPTH = 16  # nesting of a JSON body (objects and lists)
 MAX_NUMBER = 2**53  # beyond, a number cannot round-trip through a float (the sweep page's charts)

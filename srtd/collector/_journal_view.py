@@ -14,7 +14,7 @@ are rows of the page's "journal notes", their detail as compact JSON, bounded.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -99,7 +99,7 @@ def timeline_events(events: list[Event], most: int = TIMELINE_UNITS) -> tuple[li
     trimmed["units"] = order[:most]
     for key in ("nodes", "tiers"):
         trimmed[key] = {u: v for u, v in (head.get(key) or {}).items() if u in drawn}
-    first = events[0].model_copy(update={"detail": trimmed})
+    first = replace(events[0], detail=trimmed)
     return [first, *(e for e in events[1:] if e.unit is None or e.unit in drawn)], len(order)
 
 
@@ -216,7 +216,7 @@ def fold(events: list[Event]) -> JournalPage | None:
 
 
 def _fold_lines(lines: list[str]) -> JournalPage | None:
-    return fold([Event.model_validate_json(line) for line in lines])
+    return fold([Event.from_line(line) for line in lines])
 
 
 async def fold_in_thread(lines: list[str], limiter: anyio.CapacityLimiter) -> JournalPage | None:

@@ -241,7 +241,7 @@ class Store:
             before = self.db.total_changes
             self.db.executemany(
                 "INSERT OR IGNORE INTO journal (job_id, seq, event) VALUES (?, ?, ?)",
-                [(job_id, e.seq, e.model_dump_json(exclude_none=True)) for e in events],
+                [(job_id, e.seq, e.to_json()) for e in events],
             )
             new = self.db.total_changes - before
             outcome = journal_outcome(events)
@@ -280,7 +280,7 @@ class Store:
 
     def journal(self, job_id: str) -> list[Event]:
         rows = self.db.execute("SELECT event FROM journal WHERE job_id = ? ORDER BY seq", (job_id,))
-        return [Event.model_validate_json(r[0]) for r in rows]
+        return [Event.from_line(r[0]) for r in rows]
 
     def journal_lines(self, job_id: str) -> list[str]:
         """The journal as its stored JSON lines: parsing them is left to whoever renders them."""

@@ -95,7 +95,7 @@ class JournalSender:
         return False
 
     async def _deliver(self, batch: list[Event]) -> None:
-        body = {"events": [e.model_dump(mode="json", exclude_none=True) for e in batch]}
+        body = {"events": [e.as_json() for e in batch]}
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = await self.client.post(self.url, json=body)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 import anyio.abc
 
-from srtd._files import check_under, write_under
+from srtd._files import check_under, within, write_under
 from srtd.errors import EXIT_JOB_FAILED, EXIT_NO_RESULTS, EXIT_OK, FileRefused, LaunchError, PlanError
 from srtd.events import JOURNAL_FORMAT, Event, EventFacts, JobState, UnitState
 from srtd.launch import Handle, Launcher
@@ -57,7 +57,7 @@ from srtd.supervisor._tail import Tailer
 from srtd.supervisor._teardown import Stop, journal_stray, teardown
 from srtd.supervisor._unit import UnitRunner
 from srtd.supervisor._watch import LogWatcher, WatchMode, choose_watch_mode, open_watcher
-from srtd.unit import LogProbe, Plan, Unit, within
+from srtd.unit import LogProbe, Plan, Unit
 
 if TYPE_CHECKING:
     import httpx

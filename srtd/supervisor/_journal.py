@@ -33,13 +33,13 @@ from typing import Unpack
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import ValidationError
 
-from srtd._files import JOURNAL_LIMIT, open_file, read_back
+from srtd._files import open_file
+from srtd._journal_file import JOURNAL_NAME, read_journal
 from srtd.errors import FileRefused
 from srtd.events import Event, EventFacts, JobState, JobView, UnitState
 
-JOURNAL_NAME = "events.jsonl"  # in a job's log directory
+__all__ = ["JOURNAL_NAME", "Journal", "Listener", "read_journal"]  # the first and last: the face names them here
 
 Listener = Callable[[Event], None]
 Write = Callable[[int, bytes], int]  # os.write's shape
@@ -177,7 +177,7 @@ class Journal:
         """
         send, receive = anyio.create_memory_object_stream[Event](max_buffer)
         self._subscribers.append(send)
-        return self.view.model_copy(deep=True), receive
+        return self.view.copied(), receive
 
     def close(self) -> None:
         for stream in self._subscribers:
@@ -187,51 +187,3 @@ class Journal:
             self._write()  # a last try for what the file still lacks
             os.close(self._fd)
             self._fd = None
-
-
-# A journal line is one event; anything longer is not one srtd wrote.
-MAX_LINE = 1 << 20
-
-
-def read_journal(path: Path, skipped: list[str] | None = None) -> list[Event]:
-    """Every event of a journal file, in order (a torn last line is ignored).
-
-    A line that is not an event is left out and described in `skipped` as
-    `events.jsonl:N: why`, one line each; without `skipped` it is a `ValueError`
-    with that line.  Only a regular file of at most `JOURNAL_LIMIT` bytes is read
-    (`srtd._files.read_back`): a FIFO or a device is refused without blocking, and
-    anything else is a `ValueError` naming the file.
-    """
-    data = read_back(path, limit=JOURNAL_LIMIT, error=ValueError)
-    lines = data.split(b"\n")
-    torn = lines.pop()  # after the last newline: b"", or a line still being written
-    events: list[Event] = []
-    for number, raw in enumerate(lines, start=1):
-        event, why = _parse(raw, events)
-        if event is not None:
-            events.append(event)
-            continue
-        message = f"{path.name}:{number}: {why}"
-        if skipped is None:
-            raise ValueError(message)
-        skipped.append(message)
-    if len(torn) > MAX_LINE and skipped is not None:  # no job writes a line this long
-        skipped.append(f"{path.name}:{len(lines) + 1}: longer than {MAX_LINE} bytes, not an event")
-    return events
-
-
-def _parse(raw: bytes, events: list[Event]) -> tuple[Event | None, str]:
-    """The line as the next event, or None and why it is not one."""
-    if len(raw) > MAX_LINE:
-        return None, f"longer than {MAX_LINE} bytes, not an event"
-    try:
-        event = Event.from_line(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return None, f"not an event: {where + ': ' if where else ''}{first['msg'][:1].lower()}{first['msg'][1:]}"
-    if events and event.seq <= events[-1].seq:
-        return None, f"seq {event.seq} does not follow {events[-1].seq}"
-    return event, ""

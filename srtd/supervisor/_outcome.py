@@ -124,7 +124,7 @@ def report(job: Job, end: End) -> JobResult:
         state=end.state,
         reason=end.reason,
         culprit=end.culprit,
-        view=view.model_copy(deep=True),
+        view=view.copied(),
         events=list(job.journal.events),
         log_dir=job.log_dir,
         journal=job.log_dir / JOURNAL_NAME,

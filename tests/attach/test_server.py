@@ -26,7 +26,10 @@ from tests.supervisor.helpers import PlanMaker, assert_no_leftovers, check_journ
 pytestmark = pytest.mark.slow
 
 
-def _fold_to(events: list[Event], seq: int) -> JobView:
+def _fold_to(job: JobProcess, seq: int) -> JobView:
+    """The fold of the journal up to `seq`, once the file holds it: the journal's lines are
+    written behind the events a socket sends, so a client can be ahead of the file."""
+    events = job.wait_for(lambda seen: bool(seen) and seen[-1].seq >= seq)
     return JobView.fold([e for e in events if e.seq <= seq], list((events[0].detail or {})["units"]))
 
 
@@ -54,7 +57,7 @@ def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Pa
         job.running()
         with Connection(path) as conn:
             snapshot = conn.request("snapshot")
-        assert view_of(snapshot) == _fold_to(job.events(), snapshot["seq"])
+        assert view_of(snapshot) == _fold_to(job, snapshot["seq"])
         assert [u["name"] for u in snapshot["units"]] == ["agg_0_node1", "agg_1_node1", "frontend_0"]
         assert snapshot["units"][0]["node"] == "node1"
         assert snapshot["units"][0]["log"].endswith("/workers/node1_agg_w0.out")
@@ -62,7 +65,7 @@ def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Pa
         # Subscribe, ask for a restart on the same connection, leave half-way, resume.
         first = Connection(path)
         start = first.request("subscribe")
-        assert view_of(start) == _fold_to(job.events(), start["seq"])
+        assert view_of(start) == _fold_to(job, start["seq"])
         first.send(cmd="restart", unit="agg_0_node1", id=7)
         before = _events_until(first, lambda e: e.unit == "agg_0_node1" and e.state == "exited")
         first.close()
@@ -72,10 +75,10 @@ def test_snapshot_is_the_fold_and_a_resumed_subscription_has_no_gap(tmp_path: Pa
             second.request("stop")
         got = before + after
         assert [e.seq for e in got] == list(range(start["seq"] + 1, got[-1].seq + 1))
-        journal = {e.seq: e for e in job.events()}
-        assert got == [journal[e.seq] for e in got]
         code, out = job.finish()
         assert code == 128 + signal.SIGTERM, out
+        journal = {e.seq: e for e in job.events()}
+        assert got == [journal[e.seq] for e in got]
     finally:
         job.kill()
     events = check_journal(tmp_path / "logs" / "events.jsonl", [])
@@ -274,7 +277,8 @@ def test_a_client_that_stops_reading_is_dropped_and_the_job_goes_on(maker: PlanM
             again.request("subscribe", from_seq=last["last_seq"])
             more = _events_until(again, lambda e: e.seq >= last["last_seq"] + 100)
             assert [e.seq for e in more] == list(range(last["last_seq"] + 1, last["last_seq"] + 101))
-            journal = {e.seq: e for e in job.events()}
+            written = job.wait_for(lambda es: bool(es) and es[-1].seq >= more[-1].seq)  # written behind the stream
+            journal = {e.seq: e for e in written}
             assert events + more == [journal[e.seq] for e in events + more]
         with Connection(path) as control:
             control.request("stop")

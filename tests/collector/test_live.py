@@ -82,13 +82,13 @@ async def test_the_changes_feed_moves_with_journal_batches_and_statuses(
     assert (await api.get("/api/srtd/jobs/9/changes?after=0")).status_code == 404
     first = [Event(seq=1, ts=1.0, state="starting", detail={"job": "j", "job_id": "9", "units": ["w"]})]
     assert (
-        await api.post("/api/srtd/jobs/9/journal", json={"events": [e.model_dump() for e in first]})
+        await api.post("/api/srtd/jobs/9/journal", json={"events": [e.as_json() for e in first]})
     ).status_code == 200
     feed = (await api.get("/api/srtd/jobs/9/changes?after=0")).json()
     assert (len(feed["events"]), feed["more"]) == (1, False)
     assert (await api.get(f"/api/srtd/jobs/9/changes?after={feed['next']}")).json()["events"] == []
     unit = Event(seq=2, ts=2.0, unit="w", state="starting", attempt=0)
-    await api.post("/api/srtd/jobs/9/journal", json={"events": [unit.model_dump()]})
+    await api.post("/api/srtd/jobs/9/journal", json={"events": [unit.as_json()]})
     moved = (await api.get(f"/api/srtd/jobs/9/changes?after={feed['next']}")).json()
     assert moved["next"] > feed["next"]
     assert moved["events"] == [{"seq": moved["next"]}]

@@ -35,7 +35,7 @@ def _run(recipe: Path, log_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _publisher_events(log_dir: Path) -> list[tuple[str, str | None]]:
-    events = [Event.model_validate_json(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
+    events = [Event.from_line(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
     return [
         (e.detail["publisher"]["name"], e.detail["publisher"]["outcome"])
         for e in events
@@ -77,7 +77,7 @@ def test_a_failing_publisher_fails_the_job_with_its_code_and_a_slow_one_is_kille
     done = _run(recipe, log_dir)
     assert done.returncode == EXIT_PUBLISH, done.stdout + done.stderr
     assert _publisher_events(log_dir) == [("bad", "failed"), ("slow", "timeout"), ("good", "ok")]
-    final = Event.model_validate_json((log_dir / "events.jsonl").read_text().splitlines()[-1])
+    final = Event.from_line((log_dir / "events.jsonl").read_text().splitlines()[-1])
     assert (final.state, final.exit_code) == ("failed", EXIT_PUBLISH)
     assert final.reason == "results not published: publisher bad: exited with code 3 (log publish_bad.out)"
     postmortem = (log_dir / "postmortem.txt").read_text()

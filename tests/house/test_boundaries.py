@@ -21,6 +21,7 @@ SRTD = ROOT / "srtd"
 # The layers of srtd/, bottom first: each package (or top-level module) may import the
 # packages of the layers below its own, and none of its own layer or above.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_shape", "_json", "_files"),  # decoding JSON from others and checking its shape: for the journal's readers
     (
         "errors",
         "events",
@@ -30,14 +31,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_lazy",
         "_early_signals",
         "patterns",
-        "_json",
         "_yaml_depth",
-        "_files",
         "_source",
         "_structlog",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
-    ("_yaml", "runtime", "status_api", "topology", "results"),
+    ("_yaml", "_journal_file", "runtime", "status_api", "topology", "results"),
     ("recipe", "launch"),
     ("cluster", "supervisor"),  # the supervisor knows the plan's data types and the launcher, no recipe
     ("context", "reporting", "attach"),  # reporting and attach are services of a running job

@@ -3,7 +3,8 @@
 
 `srtd ps`, `--version`, `attach --once --json`, `stop`, `tail`, `logs` and the relay read
 no recipe and draw no terminal view: none of them may load the recipe models, rich or
-pygments, nor pydantic-settings; the relay step not even pydantic.  `srtd run` of a saved
+pygments, nor pydantic: the journal and the socket's messages are checked by `srtd._shape`.
+`srtd ps` reads journals without the supervisor's anyio; the relay step imports neither.  `srtd run` of a saved
 plan needs no recipe models, and its structlog console no rich traceback renderer.
 """
 
@@ -33,6 +34,7 @@ main()
 
 RECIPE_MODELS = ("srtd.recipe", "srtd.cluster", "pydantic_settings")
 TERMINAL = ("rich", "pygments")
+PYDANTIC = ("pydantic", "pydantic_core")
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
 
 
@@ -75,7 +77,9 @@ def test_the_job_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path, args:
     rt = tmp_path / "rt"
     code, modules = loaded(tmp_path, *args, env={"SRTD_RUNTIME_DIR": str(rt)})
     assert code in (0, 4)  # 4: no such job (attach failed), after the command's imports
-    assert heavy(modules, *RECIPE_MODELS, *TERMINAL) == []
+    assert heavy(modules, *RECIPE_MODELS, *TERMINAL, *PYDANTIC) == []
+    if args[0] == "ps":
+        assert heavy(modules, "anyio", "srtd.supervisor") == []
 
 
 def test_a_live_job_s_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path) -> None:
@@ -88,7 +92,7 @@ def test_a_live_job_s_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path) 
         job.running()
         for args in (("attach", socket, "--once", "--json"), ("tail", socket, "sleeper"), ("stop", socket, "--wait")):
             code, modules = loaded(tmp_path, *args, env=runtime)
-            assert (args, code, heavy(modules, *RECIPE_MODELS, *TERMINAL)) == (args, 0, [])
+            assert (args, code, heavy(modules, *RECIPE_MODELS, *TERMINAL, *PYDANTIC)) == (args, 0, [])
         assert job.finish()[0] == 143  # stopped as SIGTERM would stop it
     finally:
         job.kill()
@@ -111,7 +115,7 @@ def test_the_relay_step_imports_nothing_heavy(tmp_path: Path) -> None:
     """`srtd relay` runs in a step for every verb sent from the login node: it passes frames on."""
     code, modules = loaded(tmp_path, "relay", "no-such-job", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
     assert code == 4
-    assert heavy(modules, "pydantic", "pydantic_core", "anyio", "structlog", *RECIPE_MODELS, *TERMINAL) == []
+    assert heavy(modules, *PYDANTIC, "anyio", "structlog", *RECIPE_MODELS, *TERMINAL) == []
 
 
 def test_validate_and_plan_still_load_the_recipe(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
+import threading
 from pathlib import Path
 
 from srtd.sweep import MANIFEST_NAME, follow
@@ -119,7 +119,9 @@ def test_signals_during_a_submission_wait_until_it_is_recorded(tmp_path: Path) -
     old = signal.signal(signal.SIGHUP, lambda s, _: got.append(s))
     try:
         with signals_held():
-            os.kill(os.getpid(), signal.SIGHUP)
+            # to this thread, whose mask holds it: a process-wide kill could be taken by another
+            # thread of the test process (an idle worker thread left by an earlier test)
+            signal.pthread_kill(threading.get_ident(), signal.SIGHUP)
             assert got == []  # held: the submission is not cut in half
         assert got == [signal.SIGHUP]  # delivered once it is done
     finally:
