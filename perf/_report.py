@@ -386,7 +386,7 @@ WHY = {
     "makespan": "process creation: each launch blocks the event loop in fork/exec (about 10 ms on"
     " a loaded machine, so siblings start one after another), and a unit is three execs (setpriv,"
     " sh, sleep) before its delay starts; about 20-30 ms per level of the DAG",
-    "plan": "interpreter start and imports (pydantic, pydantic-settings, the recipe models, click) are"
+    "plan": "interpreter start and imports (pydantic, the recipe models, click) are"
     " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
     " waiting for a core",
     "rss": "srtd's process is about 44 MiB before the first unit: pydantic, anyio, rich and structlog,"

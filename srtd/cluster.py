@@ -11,14 +11,15 @@ names it: a typo must not silently drop the cluster's defaults.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from srtd._yaml import Positions, parse_text, read_file
 from srtd.errors import ClusterConfigError, RecipeError
@@ -51,15 +52,10 @@ SHOWN_INPUT = 100  # characters of a refused value shown in its error
 FILE_NAME = "srtslurm.yaml"
 
 
-class Cluster(BaseSettings):
-    """Settings of the cluster srtd runs on.  Every field can be set as `SRTD_<FIELD>`."""
+class Cluster(BaseModel):
+    """Settings of the cluster srtd runs on.  `load_cluster` reads them; every field can be set as `SRTD_<FIELD>`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="SRTD_",
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     cluster: str | None = None
     """The cluster's name, for reports."""
@@ -166,18 +162,6 @@ class Cluster(BaseSettings):
         rules.check()
         return self
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment wins over the file, which arrives as init arguments.
-        return (env_settings, init_settings)
-
 
 _OPTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -218,11 +202,9 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
         _check_keys(data, positions)
     _check_env(os.environ)
     try:
-        cluster = Cluster(**data)
+        cluster = Cluster(**_merged(data, _from_env(os.environ)))
     except ValidationError as err:
         raise ClusterConfigError(_describe(err, positions, path)) from None
-    except SettingsError as err:  # an SRTD_* variable that is not the JSON its field needs
-        raise ClusterConfigError(_settings_error(err)) from None
     for name in Cluster.model_fields:
         variable = f"SRTD_{name.upper()}"
         if variable in os.environ or any(v.startswith(variable + "__") for v in os.environ):
@@ -233,10 +215,156 @@ def load_cluster(explicit: str | Path | None = None) -> tuple[Cluster, Path | No
     return cluster, path
 
 
-def _settings_error(err: SettingsError) -> str:
-    match = re.search(r'field "([^"]+)"', str(err))
-    name = f"SRTD_{match.group(1).upper()}" if match else "an SRTD_* variable"
-    return f'{name}: not valid JSON for this setting (a mapping is written as {{"key": "value"}})'
+# --------------------------------------------------------------------------- SRTD_* variables
+# Read here as pydantic-settings read them when srtd used it (its import alone cost `validate`
+# and `plan` 0.6 s): names in any case; `SRTD_<NAME>__<KEY>` sets one key of a mapping or
+# section; a mapping, sequence or section is written as JSON, which a setting that may also be
+# unset (`reporting`) takes as plain text when it is not JSON, for its validation to refuse.
+# The environment wins over the file key by key (`_merged`), as pydantic-settings merged them.
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the SRTD_* variables give, as `Cluster` arguments."""
+    env = {name.lower(): value for name, value in environ.items()}
+    values: dict[str, Any] = {}
+    for name, info in Cluster.model_fields.items():
+        variable = f"srtd_{name}"
+        kind = _json_kind(info.annotation)
+        if kind is None:  # a scalar: its text, which validation converts
+            if variable in env:
+                values[name] = env[variable]
+            continue
+        try:
+            if variable not in env:
+                value = _exploded(env, variable + "__", info.annotation) or None
+            # the nested variables add to a mapping; they are not read beside text or a list
+            elif isinstance(value := _json(env[variable], lenient=kind), dict):
+                value = _merged(value, _exploded(env, variable + "__", info.annotation))
+        except ValueError:
+            message = 'not valid JSON for this setting (a mapping is written as {"key": "value"})'
+            raise ClusterConfigError(f"SRTD_{name.upper()}: {message}") from None
+        if value is not None:  # JSON `null` leaves the setting as the file has it
+            values[name] = _field_names(info.annotation, value)
+    return values
+
+
+def _exploded(env: Mapping[str, str], prefix: str, annotation: Any) -> dict[str, Any]:
+    """The `<prefix><KEY>[__<KEY>...]` variables as one mapping, each value read as the type at its key."""
+    result: dict[str, Any] = {}
+    for variable, value in env.items():
+        if not variable.startswith(prefix):
+            continue
+        *keys, last = variable[len(prefix) :].split("__")
+        place: Any = result
+        member: tuple[Any, bool] | None = (annotation, True)
+        for key in keys:
+            member = _member(member[0], key) if member else None
+            if isinstance(place, dict):
+                place = place.setdefault(key, {})
+        member = _member(member[0], last) if member else None
+        if value and member is None and _is_mapping(annotation):
+            value = _json(value, lenient=True)  # a key the mapping's type says nothing about
+        elif value and member is not None:
+            value = _member_value(value, *member)
+        if isinstance(place, dict):  # not under a key another variable gave as text
+            place[last] = value
+    return result
+
+
+def _member(annotation: Any, key: str) -> tuple[Any, bool] | None:
+    """The type `key` has inside a value of `annotation`, and whether it is a section's field."""
+    if _is_mapping(annotation):
+        args = get_args(annotation)
+        return (args[-1], False) if args else None
+    for arg in get_args(annotation):  # a union's members, a sequence's items, Annotated's type
+        if found := _member(arg, key):
+            return found
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        for name, info in annotation.model_fields.items():
+            if key in (name.lower(), (info.alias or name).lower()):
+                return info.annotation, True
+    return None
+
+
+def _member_value(value: str, annotation: Any, field: bool) -> Any:
+    """A nested variable's value, where its key has type `annotation`."""
+    lenient = _json_kind(annotation)
+    if field:  # a section's field: as the field itself would be read
+        return value if lenient is None else _json(value, lenient)
+    if _complex(annotation):
+        return _json(value, lenient=True)
+    if lenient:  # a mapping's value that may be text or JSON: JSON only when a list or a mapping
+        decoded = _json(value, lenient=True)
+        return decoded if isinstance(decoded, (list, dict)) else value
+    return value
+
+
+def _json_kind(annotation: Any) -> bool | None:
+    """None: text; False: JSON; True: JSON if it is JSON (a union of text and a structure)."""
+    if _complex(annotation):
+        return False
+    if get_origin(annotation) in (Union, types.UnionType) and any(map(_complex, get_args(annotation))):
+        return True
+    return None
+
+
+def _complex(annotation: Any) -> bool:
+    """A mapping, sequence or section: written as JSON."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    kind = get_origin(annotation) or annotation
+    return (
+        isinstance(kind, type)
+        and not issubclass(kind, (str, bytes))
+        and issubclass(kind, (BaseModel, Mapping, Sequence, Set))
+    )
+
+
+def _is_mapping(annotation: Any) -> bool:
+    kind = get_origin(annotation) or annotation
+    return isinstance(kind, type) and issubclass(kind, dict)
+
+
+def _json(text: str, lenient: bool) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        if lenient:
+            return text
+        raise
+
+
+def _field_names(annotation: Any, value: Any) -> Any:
+    """A section's keys given in any case, as the section's field names (its aliases where it has them)."""
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        annotation = next(arg for arg in args if arg is not type(None))
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict)):
+        return value
+    fields = {
+        (info.alias or name).lower(): (info.alias or name, info) for name, info in annotation.model_fields.items()
+    }
+    renamed = {}
+    for key, item in value.items():
+        if key.lower() in fields:
+            name, info = fields[key.lower()]
+            renamed[name] = _field_names(info.annotation, item)
+        else:
+            renamed[key] = item
+    return renamed
+
+
+def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `update`'s values, mappings merged key by key."""
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _check_keys(data: dict[str, Any], positions: Positions) -> None:

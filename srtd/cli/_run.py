@@ -165,8 +165,8 @@ def _preflight(cluster_config: Path | None, *, saved_local: bool) -> Preflight:
     """The node checks before launch: the cluster's budget and GPU query, the engines' memory flags.
 
     A saved plan run on this machine checks with the defaults and without the engines' memory
-    share: the settings and the engines' table would load pydantic-settings and the recipe
-    models for one machine's check (docs/nodes.md)."""
+    share: the settings and the engines' table would load the recipe models for one
+    machine's check (docs/nodes.md)."""
     from srtd.supervisor import Preflight
 
     if saved_local:

@@ -4,8 +4,9 @@
 `srtd ps`, `--version`, `attach --once --json`, `stop`, `tail`, `logs` and the relay read
 no recipe and draw no terminal view: none of them may load the recipe models, rich or
 pygments, nor pydantic: the journal and the socket's messages are checked by `srtd._shape`.
-`srtd ps` reads journals without the supervisor's anyio; the relay step imports neither.  `srtd run` of a saved
-plan needs no recipe models, and its structlog console no rich traceback renderer.
+`srtd ps` reads journals without the supervisor's anyio; the relay step imports neither.
+`srtd run` of a saved plan needs no recipe models, and its structlog console no rich
+traceback renderer.  `validate` and `plan` read the cluster settings without pydantic-settings.
 """
 
 from __future__ import annotations
@@ -119,12 +120,16 @@ def test_the_relay_step_imports_nothing_heavy(tmp_path: Path) -> None:
 
 
 def test_validate_and_plan_still_load_the_recipe(tmp_path: Path) -> None:
+    # ... and the cluster settings, which srtd reads itself: pydantic-settings, its asyncio and its
+    # dotenv machinery, is not imported at all
     code, modules = loaded(tmp_path, "validate", str(DEMO))
     assert code == 0
-    assert "srtd.recipe" in modules
+    assert {"srtd.recipe", "srtd.cluster"} <= modules
+    assert heavy(modules, "pydantic_settings") == []
     code, modules = loaded(tmp_path, "plan", str(DEMO), "--json", "--local")
     assert code == 0
-    assert "srtd.recipe" in modules
+    assert {"srtd.recipe", "srtd.cluster"} <= modules
+    assert heavy(modules, "pydantic_settings") == []
 
 
 def test_every_command_is_in_the_lazy_table() -> None:
