@@ -63,8 +63,19 @@ def _stage_text(job: ListedJob) -> str:
 def ps(as_json: bool, local: bool) -> None:
     """This user's jobs: those srtd submitted to Slurm (pending, running, recently ended), and this node's."""
     from srtd.attach import list_jobs
+    from srtd.errors import LaunchError
 
-    jobs = list_jobs(cluster=not local)
+    unreached: LaunchError | None = None
+    try:
+        jobs = list_jobs(cluster=not local)
+    except LaunchError as e:  # squeue failed (no controller): this node's jobs are still worth listing
+        jobs, unreached = list_jobs(cluster=False), LaunchError(f"{e}; listed this node's jobs only")
+    _print_jobs(jobs, as_json)
+    if unreached is not None:
+        raise unreached
+
+
+def _print_jobs(jobs: list[ListedJob], as_json: bool) -> None:
     if as_json:
         for job in jobs:
             click.echo(json.dumps(job.as_json()))
