@@ -68,7 +68,7 @@ def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> subproces
         unit(name, ["sh", script, str(root / f"{name}.marks"), _token(root)], **fields) for name, script in programs
     ]
     path = root / "plan.json"
-    path.write_text(plan(units, root / "logs", hold=True, name="peers").model_dump_json())
+    path.write_text(plan(units, root / "logs", hold=True, name="peers").dumps())
     return subprocess.Popen([*SRTD, "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

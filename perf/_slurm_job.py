@@ -167,7 +167,7 @@ def popen(argv: list[str], out: Path) -> subprocess.Popen[bytes]:
 def srtd(the_plan: Plan, root: Path) -> tuple[subprocess.Popen[bytes], float]:
     root.mkdir(parents=True, exist_ok=True)
     path = root / "plan.json"
-    path.write_text(the_plan.model_dump_json())
+    path.write_text(the_plan.dumps())
     began = time.time()
     proc = subprocess.Popen(
         [*SRTD, "run", str(path)],

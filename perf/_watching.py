@@ -33,7 +33,7 @@ def watch_case(n: int, mode: str, *, chatty: bool, window: float) -> dict[str, A
         log_dir = root / "logs"
         units = [unit(f"u{i:04d}", ["sleep", "3600"], fatal_patterns=(FATAL,)) for i in range(n)]
         plan_path = root / "plan.json"
-        plan_path.write_text(plan(units, log_dir, hold=True, name=f"watch-{n}").model_dump_json())
+        plan_path.write_text(plan(units, log_dir, hold=True, name=f"watch-{n}").dumps())
         env = {**os.environ, "SRTD_LOG_WATCH": mode}
         began = time.monotonic()
         proc = subprocess.Popen(

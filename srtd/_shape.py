@@ -90,8 +90,8 @@ class Int(Spec):
 class Num(Spec):
     """A finite number (JSON's NaN and Infinity are refused), as a float."""
 
-    def __init__(self, ge: float | None = None) -> None:
-        self.ge = ge
+    def __init__(self, ge: float | None = None, gt: float | None = None) -> None:
+        self.ge, self.gt = ge, gt
 
     def check(self, value: Any, loc: Loc, words: Mapping[str, str]) -> Any:
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -99,6 +99,8 @@ class Num(Spec):
         if not math.isfinite(value):
             raise ShapeError(loc, "Input should be a finite number")
         _bounded(value, loc, self.ge, None)
+        if self.gt is not None and value <= self.gt:
+            raise ShapeError(loc, f"Input should be greater than {self.gt}")
         return float(value)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -285,9 +285,7 @@ def benchmark_unit(
     image = bench.container_image or ctx.recipe.model.container
     container = ctx.container(image)
     if container is not None and ctx.cluster.benchmark_scripts:
-        container = container.model_copy(
-            update={"mounts": {**container.mounts, ctx.cluster.benchmark_scripts: SCRIPTS_IN_CONTAINER}}
-        )
+        container = replace(container, mounts={**container.mounts, ctx.cluster.benchmark_scripts: SCRIPTS_IN_CONTAINER})
     return Unit(
         name="benchmark",
         kind=UnitKind.BENCHMARK,

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
 
 
 def _load_plan_file(path: Path) -> Plan:
-    from pydantic import ValidationError
-
     from srtd._files import PLAN_LIMIT, read_text_back
-    from srtd.unit import Plan
+    from srtd.unit import Plan, ShapeError
 
     try:
         text = read_text_back(path, limit=PLAN_LIMIT, error=UsageError)
@@ -33,11 +31,8 @@ def _load_plan_file(path: Path) -> Plan:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
     try:
         plan = Plan.loads(text)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        why = f"{where}: {first['msg']}" if where else first["msg"]
-        raise PlanError(f"{path}: not a plan written by srtd plan --json ({why})") from None
+    except ShapeError as err:  # "where: why", as pydantic located it before
+        raise PlanError(f"{path}: not a plan written by srtd plan --json ({err})") from None
     if escaping := plan.outside_log_dir():
         raise PlanError([f"{path}: {line}" for line in escaping])
     return plan

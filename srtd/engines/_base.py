@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, TypeVar
 
 from srtd._registry import Registry, Row
@@ -335,7 +335,7 @@ def with_dynamo_install(ctx: PlanContext, srun: Srun) -> Srun:
     """A Dynamo step that installs Dynamo first runs as root in its container."""
     if install_preamble(ctx) is None:
         return srun
-    return srun.model_copy(update={"export_env": {**srun.export_env, **REMAP_ROOT}})
+    return replace(srun, export_env={**srun.export_env, **REMAP_ROOT})
 
 
 def dynamo_env(ctx: PlanContext) -> dict[str, str]:

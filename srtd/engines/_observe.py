@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from importlib import resources
 
 from srtd.context import PlanContext
@@ -117,13 +118,13 @@ def observed_workers(
         if window_on(recipe):
             env = _defaults(env, {**NVTX_ENV, **nsys_envs.get(role, {})}, own)
             report = posixpath.join(role, _worker_name(ctx, unit))
-            unit = _windowed(ctx, unit.model_copy(update={"env": env}), report, frontend=False)
+            unit = _windowed(ctx, replace(unit, env=env), report, frontend=False)
         elif recipe.profiling.type in NSYS_TYPES and selected(recipe, role, unit.index or 0, rank):
             argv = nsys_profile_argv(ctx, role, output_base(ctx, role, _worker_name(ctx, unit)), dynamo=dynamo)
             pre = "\n".join(p for p in (library_path_preamble(recipe), unit.preamble) if p) or None
-            unit = unit.model_copy(update={"argv": (*argv, *unit.argv), "env": env, "preamble": pre})
+            unit = replace(unit, argv=(*argv, *unit.argv), env=env, preamble=pre)
         else:
-            unit = unit.model_copy(update={"env": env})
+            unit = replace(unit, env=env)
         out.append(unit)
     return out
 
@@ -143,11 +144,11 @@ def observed_frontends(
     out = []
     for unit in units:
         if unit.name in names:
-            unit = unit.model_copy(update={"env": _defaults(unit.env, {**LOGGING_ENV, **trace}, own)})
+            unit = replace(unit, env=_defaults(unit.env, {**LOGGING_ENV, **trace}, own))
             if dynamo and window_on(recipe):
                 env = _defaults(unit.env, NVTX_ENV, own)
                 report = f"frontend/{unit.node}_{unit.name}"
-                unit = _windowed(ctx, unit.model_copy(update={"env": env}), report, frontend=True)
+                unit = _windowed(ctx, replace(unit, env=env), report, frontend=True)
         out.append(unit)
     return out
 
@@ -209,12 +210,11 @@ def _windowed(ctx: PlanContext, unit: Unit, report: str, *, frontend: bool) -> U
         sampling = sampling_args(ctx.recipe, frontend=frontend)
         wrapper = [nsys_binary(ctx), "profile", "--force-overwrite=true", "--trace=nvtx", *sampling]
         wrapper += ["-o", output]
-    return unit.model_copy(
-        update={
-            "argv": (*wrapper, *unit.argv),
-            "env": env,
-            "terminate_timeout": max(unit.terminate_timeout, float(obs.report_timeout_secs + APP_GRACE_SECONDS)),
-        }
+    return replace(
+        unit,
+        argv=(*wrapper, *unit.argv),
+        env=env,
+        terminate_timeout=max(unit.terminate_timeout, float(obs.report_timeout_secs + APP_GRACE_SECONDS)),
     )
 
 

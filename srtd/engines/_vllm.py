@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from srtd.context import PlanContext
@@ -282,15 +282,14 @@ def _as_engine(unit: Unit, engine: int, failover: VLLMFailover, role: RoleConfig
     """
     suffix = _suffix(engine)
     log = unit.log.removesuffix(".out") + f"{suffix}.out" if unit.log.endswith(".out") else unit.log + suffix
-    return unit.model_copy(
-        update={
-            "name": unit.name + suffix,
-            "log": log,
-            "group": unit.group + suffix if unit.group else None,
-            "readiness": None,
-            "liveness": None,
-            "restart": failover_restart(failover, role),
-        }
+    return replace(
+        unit,
+        name=unit.name + suffix,
+        log=log,
+        group=unit.group + suffix if unit.group else None,
+        readiness=None,
+        liveness=None,
+        restart=failover_restart(failover, role),
     )
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from srtd.errors import LaunchError
@@ -193,4 +194,4 @@ def with_srun_lines(plan: Plan, job_id: str | None = None) -> Plan:
         return plan
     job = job_id or plan.job_id
     lines = {u.name: srun_line(u, job_id=job, log_dir=plan.log_dir) for u in plan.units}
-    return plan.model_copy(update={"srun_lines": lines})
+    return replace(plan, srun_lines=lines)

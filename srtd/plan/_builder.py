@@ -42,7 +42,7 @@ from srtd.topology import (
     place_role,
     processes_of,
 )
-from srtd.unit import Condition, Edge, Plan, Sbatch, TeardownBudget, Unit
+from srtd.unit import Condition, Edge, Plan, Sbatch, ShapeError, TeardownBudget, Unit
 
 DEFAULT_TIME_LIMIT = "01:00:00"
 EARLY_WARNING_MARGIN = 60  # Slurm may deliver the signal up to 60 s early
@@ -262,17 +262,18 @@ def _assemble(ctx: PlanContext, loaded: LoadedRecipe | None, units: list[Unit], 
     )
     if escaping := plan.outside_log_dir():  # names are checked at load; this is the proof
         raise PlanError(escaping)
-    return plan
+    try:
+        # checked once as a whole, as `srtd run PLAN.json` checks it: no copy on the way is
+        return plan.checked()
+    except ShapeError as e:  # a value that no recipe check refused: named here, never run
+        raise PlanError(f"the plan would not load back: {e}") from None
 
 
 def _with_cluster_mpi(cluster: Cluster, units: list[Unit]) -> list[Unit]:
     """The cluster's MPI plugin replaces the one a row asks for (a cluster may have no PMIx)."""
     if cluster.srun_mpi is None:
         return units
-    return [
-        u.model_copy(update={"srun": u.srun.model_copy(update={"mpi": cluster.srun_mpi})}) if u.srun.mpi else u
-        for u in units
-    ]
+    return [replace(u, srun=replace(u.srun, mpi=cluster.srun_mpi)) if u.srun.mpi else u for u in units]
 
 
 @dataclass(frozen=True)
@@ -304,9 +305,7 @@ def _units(
     fplan = frontend.plan(ctx, workers)
     if fplan.gate_readiness is not None:
         # A direct frontend's gate is its one worker: probe it the frontend's way.
-        workers = [
-            w.model_copy(update={"readiness": fplan.gate_readiness}) if w.name == fplan.gate else w for w in workers
-        ]
+        workers = [replace(w, readiness=fplan.gate_readiness) if w.name == fplan.gate else w for w in workers]
     # nsys wrappers and observability's environment: the rows' own units, rewritten by one rule
     workers = observed_workers(ctx, workers, {r: row.nsys_env for r, row in rows.items()}, dynamo=mode.via_dynamo)
     front = observed_frontends(ctx, fplan.units, fplan.processes, dynamo=mode.via_dynamo)
@@ -337,7 +336,7 @@ def _units(
             k: v for eff in services if eff.external is None for k, v in eff.kind.client_env(ctx, eff.config).items()
         }
         env = {**bench.env, **{k: v for k, v in told.items() if k not in bench.env}}  # the recipe's own wins
-        bench = bench.model_copy(update={"after": gate, "env": env})
+        bench = replace(bench, after=gate, env=env)
         units.append(bench)
     return units, _Ends(fplan.gate, bench)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from srtd.errors import PlanError
 from srtd.unit import Condition, Edge, Unit, UnitKind
@@ -39,7 +40,7 @@ def with_phase_edges(units: Sequence[Unit]) -> list[Unit]:
             # a row may already wait for a unit of the barrier (the benchmark for the frontend)
             edges += [e for e in (Edge(unit=b.name, condition=condition) for b in barrier) if e not in edges]
             break
-        out.append(unit.model_copy(update={"after": tuple(edges)}))
+        out.append(replace(unit, after=tuple(edges)))
     return out
 
 
@@ -71,7 +72,7 @@ def with_explicit_edges(units: Sequence[Unit], wanted: dict[str, tuple[str, ...]
             for u in units
             if owners[u.name] == target and u.kind is not UnitKind.BUILD
         ]
-        out.append(unit.model_copy(update={"after": (*extra, *unit.after)}))
+        out.append(replace(unit, after=(*extra, *unit.after)))
     return out
 
 

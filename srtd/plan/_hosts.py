@@ -21,6 +21,7 @@ what srtd adds (the environment) is quoted by the launcher like every unit's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from srtd.context import PlanContext
 from srtd.layout import Place
@@ -61,8 +62,7 @@ def host_units(ctx: PlanContext, last_tier: int) -> tuple[list[Unit], list[Unit]
         return [], []
     setup = [_step(ctx, SETUP_PHASE, node, cfg.commands) for node in nodes] if cfg.commands else []
     teardown = [
-        _step(ctx, TEARDOWN_PHASE, node, cfg.teardown).model_copy(update={"on_teardown": True, "tier": last_tier + 1})
-        for node in nodes
+        replace(_step(ctx, TEARDOWN_PHASE, node, cfg.teardown), on_teardown=True, tier=last_tier + 1) for node in nodes
     ]
     return setup, teardown if cfg.teardown else []
 
@@ -112,7 +112,7 @@ def with_host_steps(units: Sequence[Unit], setup: Sequence[Unit], teardown: Sequ
     """The setup steps first, every unit that waits for nothing else waiting for all of them,
     the teardown steps last."""
     edges = tuple(Edge(unit=s.name, condition=Condition.ENDED) for s in setup)
-    body = [u if u.after or not edges else u.model_copy(update={"after": edges}) for u in units]
+    body = [u if u.after or not edges else replace(u, after=edges) for u in units]
     return [*setup, *body, *teardown]
 
 

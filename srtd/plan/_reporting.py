@@ -9,7 +9,7 @@ recipe is at hand, so the reporter reads plain data from the plan.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from srtd.cluster import Cluster
@@ -112,7 +112,7 @@ def without_token(units: list[Unit], reporting: StatusReporting | None) -> list[
     if reporting is None:
         return units
     name = reporting.token_env
-    return [u if name in u.unset_env else u.model_copy(update={"unset_env": (*u.unset_env, name)}) for u in units]
+    return [u if name in u.unset_env else replace(u, unset_env=(*u.unset_env, name)) for u in units]
 
 
 def publishers(recipe: Recipe, log: Callable[[str], str]) -> tuple[Publisher, ...]:

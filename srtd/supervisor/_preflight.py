@@ -18,7 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -180,7 +180,7 @@ async def run_preflight(plan: Plan, launcher: Launcher, settings: Preflight, jou
     for verdict in verdicts:
         _journal_verdict(journal, plan, verdict)
     good = [v.node for v in verdicts if v.ok and v.node in plan.spares]
-    plan = plan.model_copy(update={"spares": tuple(good)})  # a spare that failed is never used
+    plan = replace(plan, spares=tuple(good))  # a spare that failed is never used
     for verdict in verdicts:
         if verdict.ok or verdict.node not in busy:
             continue

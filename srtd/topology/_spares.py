@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
-from srtd.unit import Plan, Readiness, Unit
+from srtd.unit import LogProbe, Plan, Readiness, Unit
 
 
 def _swapper(plan: Plan, lost: str, spare: str) -> tuple[re.Pattern[str], dict[str, str]]:
@@ -43,40 +44,36 @@ def replace_node(plan: Plan, lost: str, spare: str) -> Plan:
         return {key: text(value) for key, value in mapping.items()}
 
     def gate(ready: Readiness | None) -> Readiness | None:
-        probe = None if ready is None else ready.probe
-        if ready is None or getattr(probe, "node", None) != lost:
+        if ready is None or isinstance(ready.probe, LogProbe) or ready.probe.node != lost:
             return ready
-        return ready.model_copy(update={"probe": probe.model_copy(update={"node": spare})})  # type: ignore[union-attr]
+        return replace(ready, probe=replace(ready.probe, node=spare))
 
     def move(unit: Unit) -> Unit:
         liveness = unit.liveness
-        if liveness is not None and getattr(liveness.probe, "node", None) == lost:
-            liveness = liveness.model_copy(update={"probe": liveness.probe.model_copy(update={"node": spare})})  # type: ignore[union-attr]
-        return unit.model_copy(
-            update={
-                "nodes": tuple(spare if n == lost else n for n in unit.nodes),
-                "argv": tuple(text(a) for a in unit.argv),
-                "env": values(unit.env),
-                "preamble": None if unit.preamble is None else text(unit.preamble),
-                "srun": unit.srun.model_copy(update={"export_env": values(unit.srun.export_env)}),
-                "readiness": gate(unit.readiness),
-                "liveness": liveness,
-            }
+        probe = None if liveness is None else liveness.probe
+        if liveness is not None and probe is not None and not isinstance(probe, LogProbe) and probe.node == lost:
+            liveness = replace(liveness, probe=replace(probe, node=spare))
+        return replace(
+            unit,
+            nodes=tuple(spare if n == lost else n for n in unit.nodes),
+            argv=tuple(text(a) for a in unit.argv),
+            env=values(unit.env),
+            preamble=None if unit.preamble is None else text(unit.preamble),
+            srun=replace(unit.srun, export_env=values(unit.srun.export_env)),
+            readiness=gate(unit.readiness),
+            liveness=liveness,
         )
 
     power = plan.power
     if power is not None:
-        endpoints = tuple(
-            e.model_copy(update={"node": spare, "url": text(e.url)}) if e.node == lost else e for e in power.endpoints
-        )
-        power = power.model_copy(update={"endpoints": endpoints})
-    return plan.model_copy(
-        update={
-            "nodes": {role: tuple(spare if n == lost else n for n in names) for role, names in plan.nodes.items()},
-            "units": tuple(move(u) for u in plan.units),
-            "files": values(plan.files),
-            "srun_lines": values(plan.srun_lines),
-            "spares": tuple(n for n in plan.spares if n != spare),
-            "power": power,
-        }
+        endpoints = tuple(replace(e, node=spare, url=text(e.url)) if e.node == lost else e for e in power.endpoints)
+        power = replace(power, endpoints=endpoints)
+    return replace(
+        plan,
+        nodes={role: tuple(spare if n == lost else n for n in names) for role, names in plan.nodes.items()},
+        units=tuple(move(u) for u in plan.units),
+        files=values(plan.files),
+        srun_lines=values(plan.srun_lines),
+        spares=tuple(n for n in plan.spares if n != spare),
+        power=power,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -46,7 +47,7 @@ async def test_the_final_results_carry_each_windows_power_and_the_sweep_charts_t
         dir=str(tmp_path / "power"), endpoints=(PowerEndpoint(node="n", url="http://n:9400/metrics"),),
         metric="DCGM_FI_DEV_POWER_USAGE", index_label="gpu",
     )  # fmt: skip
-    plan = make_plan(tmp_path, variant="concurrency=4").model_copy(update={"power": power})
+    plan = replace(make_plan(tmp_path, variant="concurrency=4"), power=power)
     app = create_app(store, Tokens(write=TOKEN), ROUTES)
     reporter = StatusReporter(plan, transport=httpx.ASGITransport(app=app), environ={"TOK": TOKEN}, log=Log())
     reporter.final_wait = 5

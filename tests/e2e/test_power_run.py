@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ def run_with_power(tmp_path: Path, *, window: bool) -> tuple[int, Path, str]:
         interval_seconds=0.1,
         required=True,
     )
-    plan = Plan.loads(planned.stdout).model_copy(update={"power": power})
+    plan = replace(Plan.loads(planned.stdout), power=power)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan.dumps())
     done = run_srtd("run", str(plan_file), "--local", "--plain", timeout=180)

@@ -15,7 +15,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -289,8 +289,8 @@ def _placeholders(unit: Unit) -> Unit:
     }
     if unit.container is not None:
         mounts = {source(sub(h)): c for h, c in unit.container.mounts.items()}
-        update["container"] = unit.container.model_copy(update={"mounts": mounts})
-    return unit.model_copy(update=update)
+        update["container"] = replace(unit.container, mounts=mounts)
+    return replace(unit, **update)
 
 
 def unit_env(unit: Unit) -> dict[str, str]:

@@ -22,6 +22,8 @@ SRTD = ROOT / "srtd"
 # packages of the layers below its own, and none of its own layer or above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_shape", "_json", "_files"),  # decoding JSON from others and checking its shape: for the journal's readers
+    ("_record",),  # frozen records checked by _shape: the plan's data types without pydantic
+    ("_unit_knobs",),  # the unit's probes, restart, container, srun (srtd.unit is their face)
     (
         "errors",
         "events",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -46,8 +45,7 @@ def _module_of(obj: object) -> Path:
 
 
 def _probe_types() -> dict[str, Path]:
-    union = typing.get_args(typing.get_args(srtd.unit.Probe)[0])
-    return {typing.get_args(cls.model_fields["type"].annotation)[0]: _module_of(cls) for cls in union}
+    return {tag: _module_of(spec.cls) for tag, spec in srtd.unit.PROBE.choices.items()}
 
 
 def registered_names() -> dict[str, set[Path]]:

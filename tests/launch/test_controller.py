@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -110,9 +111,7 @@ def _fake_srun(tmp_path: Path, fail_times: int) -> Path:
 def _unit(tmp_path: Path) -> Unit:
     started = tmp_path / "started"
     argv = (sys.executable, "-c", f"open({str(started)!r}, 'a').write('x'); import time; time.sleep(0.5)")
-    return Unit.model_validate(
-        {"name": "w0", "kind": UnitKind.WORKER, "phase": "workers", "nodes": ("node1",), "argv": argv, "log": "w0.out"}
-    )
+    return Unit(name="w0", kind=UnitKind.WORKER, phase="workers", nodes=("node1",), argv=argv, log="w0.out")
 
 
 @pytest.mark.anyio
@@ -165,7 +164,7 @@ async def test_the_exit_sweep_kills_every_leftover_step_with_one_scancel(tmp_pat
         job_id="7", log_dir=log_dir, srun=str(_fake_srun(tmp_path, 0)), squeue=str(squeue), scancel=str(scancel)
     ) as launcher:
         for name in ("w0", "w1"):
-            unit = _unit(tmp_path).model_copy(update={"name": name, "log": f"{name}.out"})
+            unit = replace(_unit(tmp_path), name=name, log=f"{name}.out")
             handle = await launcher.start(unit, attempt=0, log_path=log_dir / unit.log)
             await handle.settle()
             await handle.wait()

@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def unit(**over: object) -> Unit:
         "log": "w0.out",
     }
     fields.update(over)
-    return Unit.model_validate(fields)
+    return Unit(**fields)  # type: ignore[arg-type]
 
 
 def test_the_srun_line_has_the_documented_shape() -> None:
@@ -224,10 +225,8 @@ def test_no_srun_line_of_a_corpus_recipe_repeats_a_flag(path: str) -> None:
 
 def test_an_srun_option_replaces_the_flag_srtd_wrote_of_its_name() -> None:
     u = unit(srun=Srun(mpi="pmi2", cpu_bind="none", options={"mpi": "pmix", "cpu-bind": "cores", "mem": "0"}))
-    u = u.model_copy(update={"container": Container(image="img", remap_root=True)})
-    u = u.model_copy(
-        update={"srun": u.srun.model_copy(update={"options": {**u.srun.options, "container-remap-root": ""}})}
-    )
+    u = replace(u, container=Container(image="img", remap_root=True))
+    u = replace(u, srun=replace(u.srun, options={**u.srun.options, "container-remap-root": ""}))
     argv = srun_argv(u, job_id="5", attempt=0, log_path="/l/w0.out", record=None)
     flags = list(itertools.takewhile(lambda w: w.startswith("--"), argv[1:]))
     assert [w for w in flags if w.startswith(("--mpi", "--cpu-bind", "--container-remap-root", "--mem"))] == [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -215,17 +216,17 @@ def test_the_invariant_checks_catch_what_they_claim() -> None:
     first_worker = next(i for i, u in enumerate(units) if u.kind is UnitKind.WORKER)
     w = units[first_worker]
     # a second worker on the same node with the same http port
-    twin = w.model_copy(update={"name": w.name + "_twin"})
-    assert port_clashes(plan.model_copy(update={"units": (*units, twin)}))
+    twin = replace(w, name=w.name + "_twin")
+    assert port_clashes(replace(plan, units=(*units, twin)))
     # a global kind repeated on another node
-    moved = twin.model_copy(update={"nodes": ("elsewhere",), "ports": {"nccl": w.ports["nccl"]}})
-    assert global_repeats(plan.model_copy(update={"units": (*units, moved)}))
-    assert not port_clashes(plan.model_copy(update={"units": (*units, moved)}))
+    moved = replace(twin, nodes=("elsewhere",), ports={"nccl": w.ports["nccl"]})
+    assert global_repeats(replace(plan, units=(*units, moved)))
+    assert not port_clashes(replace(plan, units=(*units, moved)))
     # start order: the frontend moved before the workers it waits for
     frontend = next(u for u in units if u.kind is UnitKind.FRONTEND)
     shuffled = [frontend, *(u for u in units if u is not frontend)]
     with pytest.raises(AssertionError, match="starts before"):
-        assert_invariants(plan.model_copy(update={"units": tuple(shuffled)}))
+        assert_invariants(replace(plan, units=tuple(shuffled)))
 
 
 def test_global_port_kinds_are_the_table_rows_without_per_node() -> None:

@@ -8,6 +8,7 @@ References: srtctl-behaviour.md §1.3 (workers), §1.4 (frontends), §5.5 (ports
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -426,7 +427,7 @@ def test_trtllm_one_mpi_step_per_endpoint() -> None:
         ("decode_0_node2", ("node2", "node3", "node4", "node5")),
     ]
     decode = p.unit("decode_0_node2")
-    assert decode.srun.model_dump() == {
+    assert asdict(decode.srun) == {
         "ntasks": 16,
         "mpi": "pmix",
         "oversubscribe": True,

@@ -122,7 +122,7 @@ def test_json_plans_are_plans_of_the_right_recipe() -> None:
         data = json.loads(render(path, ("--json", "--slurm", "--all")))
         assert len(data) == variant_count(path)
         for item in data:
-            plan = Plan.model_validate(item)
+            plan = Plan.load(item)
             assert plan.recipe == path  # relative: planned from the repository root
             assert plan.job_id == "local"
             assert plan.log_dir == "outputs/local/logs"

@@ -93,7 +93,7 @@ def test_no_gpu_exporter_no_windows() -> None:
 def test_the_plan_says_what_srtd_samples_from_every_exporter() -> None:
     p = plan(AGG + AMD.replace("  enabled: true\n", "  enabled: true\n  required: true\n  collect_interval_ms: 500\n"))
     assert p.power is not None
-    assert p.power.model_dump(mode="json") == {
+    assert p.power.as_json() == {
         "dir": "outputs/local/logs/power",
         "endpoints": [
             {"node": "node1", "url": "http://node1:5000/metrics"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from srtd.events import Event
 from srtd.reporting import StageFold
 from srtd.unit import Plan, ResultsSpec, StatusReporting, Unit, UnitKind
@@ -184,8 +186,9 @@ def test_each_result_point_is_sent_as_benchmark_results_with_every_point_so_far(
 
 
 def test_the_started_metadata_names_the_serving_gpus_the_dashboard_divides_by() -> None:
-    bench = unit("benchmark", "benchmark", UnitKind.BENCHMARK).model_copy(
-        update={"results": ResultsSpec(reader="srtd", path="benchmark.json", gpus=8)}
+    bench = replace(
+        unit("benchmark", "benchmark", UnitKind.BENCHMARK),
+        results=ResultsSpec(reader="srtd", path="benchmark.json", gpus=8),
     )
     feed = Feed(StageFold(plan(unit("etcd", "infra"), bench), post_job=True))
     feed(None, "starting", prev=None)

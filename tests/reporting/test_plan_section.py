@@ -34,8 +34,8 @@ def test_the_example_plans_endpoint_variable_prefix_and_started_metadata(monkeyp
     [loaded] = load_text(EXAMPLE.read_text(), str(EXAMPLE))
     plan = build_plan(loaded, Cluster(cluster="lab"), job_id="9", local=True, log_dir="/logs")
     assert plan.reporting is not None
-    assert plan.reporting.model_dump() == {
-        "endpoints": ("http://127.0.0.1:8080",),
+    assert plan.reporting.as_json() == {
+        "endpoints": ["http://127.0.0.1:8080"],
         "token_env": "SRTCTL_STATUS_TOKEN",
         "job_id_prefix": "laptop:",
         "cluster": "lab",

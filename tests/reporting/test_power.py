@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +264,7 @@ async def test_a_plan_without_power_samples_nothing(tmp_path: Path) -> None:
 async def test_the_benchmarks_end_is_read_at_once_while_the_exporters_still_run(tmp_path: Path) -> None:
     import anyio
 
-    power = sampling(tmp_path, nodes=("n1",)).model_copy(update={"interval_seconds": 3600.0})
+    power = replace(sampling(tmp_path, nodes=("n1",)), interval_seconds=3600.0)
     service, _ = power_telemetry(transport=httpx.MockTransport(exporter))
     port = Port(power)
     async with service(port) as sampler:  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -115,7 +116,7 @@ async def test_a_redirect_or_a_refused_token_is_a_warning_and_is_not_followed(co
         return httpx.Response(code, headers={"Location": "http://login/sso"})
 
     log = Log()
-    plan = make_plan(SETTINGS.model_copy(update={"endpoints": ("http://one",)}))
+    plan = make_plan(replace(SETTINGS, endpoints=("http://one",)))
     await drive(StatusReporter(plan, transport=httpx.MockTransport(answer), environ={}, log=log))
     assert {r.url.host for r in seen} == {"one"}  # never the login page
     assert len(seen) == 4  # one attempt each: a refusal is not retried
@@ -135,7 +136,7 @@ async def test_network_errors_and_5xx_get_two_attempts_and_stay_quiet(monkeypatc
         return httpx.Response(503)
 
     log = Log()
-    plan = make_plan(SETTINGS.model_copy(update={"endpoints": ("http://one",)}))
+    plan = make_plan(replace(SETTINGS, endpoints=("http://one",)))
     reporter = StatusReporter(plan, transport=httpx.MockTransport(answer), environ={}, log=log)
     await drive(reporter)
     assert calls["n"] == 8  # 4 requests x 2 attempts
@@ -178,7 +179,7 @@ async def test_a_slow_final_answer_is_waited_for_within_final_wait() -> None:
                 await anyio.sleep(0.2)
             return httpx.Response(200)
 
-    plan = make_plan(SETTINGS.model_copy(update={"endpoints": ("http://one",)}))
+    plan = make_plan(replace(SETTINGS, endpoints=("http://one",)))
     reporter = StatusReporter(plan, transport=Slow(), environ={}, log=Log(), final_wait=5.0)
     await drive(reporter)
     sent = reporter.senders[0].sent
@@ -187,7 +188,7 @@ async def test_a_slow_final_answer_is_waited_for_within_final_wait() -> None:
 
 async def test_a_full_queue_drops_updates_instead_of_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sender_module, "QUEUE", 2)
-    plan = make_plan(SETTINGS.model_copy(update={"endpoints": ("http://one",)}))
+    plan = make_plan(replace(SETTINGS, endpoints=("http://one",)))
     reporter = StatusReporter(plan, transport=httpx.MockTransport(lambda r: httpx.Response(200)), environ={}, log=Log())
     for event in events():  # nobody drains: the run task is not started
         reporter(event)
@@ -202,7 +203,7 @@ async def test_post_submitted_records_the_job_with_its_prefix_and_metadata() -> 
         return httpx.Response(201)
 
     ok = await post_submitted(
-        SETTINGS.model_copy(update={"cluster": "lab"}),
+        replace(SETTINGS, cluster="lab"),
         "12345",
         job_name="job",
         recipe="r.yaml",

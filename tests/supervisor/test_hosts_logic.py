@@ -4,6 +4,7 @@ first tier, the teardown steps its last, each bounded by its run timeout."""
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +229,7 @@ async def test_a_second_ctrl_c_kills_the_teardown_steps(tmp_path: Path) -> None:
 async def test_a_plan_that_waits_for_a_teardown_step_is_refused_before_anything_starts(tmp_path: Path) -> None:
     teardown = teardown_steps()
     waits = fu("w0", after=[Edge(unit="host_teardown_n1", condition=Condition.ENDED)])
-    hooked = teardown[1].model_copy(update={"after": (Edge(unit="w0"),)})
+    hooked = replace(teardown[1], after=(Edge(unit="w0"),))
     with pytest.raises(PlanError) as info:
         await go(tmp_path, [waits, teardown[0], hooked])
     assert list(info.value.messages) == [

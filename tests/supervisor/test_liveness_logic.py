@@ -78,7 +78,7 @@ def live(**fields: Any) -> Liveness:
         "failure_threshold": 3,
         **fields,
     }
-    return Liveness.model_validate(values)
+    return Liveness(**values)
 
 
 async def go(

@@ -64,7 +64,7 @@ def http_liveness(port: int, **fields: object) -> Liveness:
         "failure_threshold": THRESHOLD,
         **fields,
     }
-    return Liveness.model_validate(values)
+    return Liveness(**values)
 
 
 async def run_until(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -47,7 +48,7 @@ def test_count_rules() -> None:
 
 def test_evaluate_workers() -> None:
     assert evaluate_workers(DYNAMO_PROBE, DYNAMO).ok
-    short = evaluate_workers(DYNAMO_PROBE.model_copy(update={"expect_decode": 3}), DYNAMO)
+    short = evaluate_workers(replace(DYNAMO_PROBE, expect_decode=3), DYNAMO)
     assert not short.ok
     assert short.detail == "prefill 2/2, decode 2/3"
     router = WorkerCountProbe(

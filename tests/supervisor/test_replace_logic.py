@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,7 @@ async def test_a_lost_worker_node_is_replaced_and_the_benchmark_runs_again(tmp_p
 async def test_a_lost_infra_node_moves_etcd_and_restarts_its_dependents_in_order(tmp_path: Path) -> None:
     units = stack(infra="n2")
     plan = plan_of(
-        [x.model_copy(update={"nodes": ("n3",)}) if x.name == "w0" else x for x in units],
+        [replace(x, nodes=("n3",)) if x.name == "w0" else x for x in units],
         log_dir=str(tmp_path / "logs"),
     )
     result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
@@ -249,7 +250,7 @@ async def test_a_benchmark_on_the_lost_node_moves_and_runs_again_only_once_the_j
         "w1": {"env": {}},
         "bench": {"nodes": ("n2",), "after": (edge("w1"),)},
     }
-    units = [x.model_copy(update=update.get(x.name, {})) for x in stack(infra="n2")]
+    units = [replace(x, **update.get(x.name, {})) for x in stack(infra="n2")]
     plan = plan_of(units, log_dir=str(tmp_path / "logs"))
     result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
 
@@ -302,7 +303,7 @@ def point(concurrency: int) -> str:
 async def test_the_interrupted_benchmark_results_are_kept_beside_and_results_json_says_so(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     spec = ResultsSpec(reader="srtd", path="bench.json", gpus=2)
-    units = [x.model_copy(update={"results": spec}) if x.name == "bench" else x for x in stack()]
+    units = [replace(x, results=spec) if x.name == "bench" else x for x in stack()]
     plan = plan_of(units, log_dir=str(log_dir))
     clock = ScaledClock(20.0)
     launcher = FakeLauncher({"bench": FakeRun(exit_after=20.0)}, default=READY, clock=clock)
@@ -332,7 +333,7 @@ async def test_the_interrupted_benchmark_results_are_kept_beside_and_results_jso
 
 
 async def test_on_disruption_fail_ends_the_job_when_a_replacement_cuts_the_benchmark(tmp_path: Path) -> None:
-    units = [x.model_copy(update={"on_disruption": "fail"}) if x.name == "bench" else x for x in stack()]
+    units = [replace(x, on_disruption="fail") if x.name == "bench" else x for x in stack()]
     plan = plan_of(units, log_dir=str(tmp_path / "logs"))
     result, launcher = await run_losing(tmp_path, plan, "n2", FakeRun(exit_after=20.0))
 
