@@ -12,7 +12,8 @@ from pathlib import Path
 from srtd._files import write_under
 from srtd.errors import FileRefused
 from srtd.results._readers import Reading, read, sweep_values
-from srtd.results._schema import RESULTS_NAME, Point, Results, Verdict
+from srtd.results._schema import Point, Results, Verdict
+from srtd.results._where import RESULTS_NAME, resolve
 from srtd.unit import ResultsSpec
 
 
@@ -51,11 +52,6 @@ def judge(reading: Reading, spec: ResultsSpec) -> Verdict:
         return Verdict(ok=True, gated=spec.gate)
     reason = f"the benchmark measured nothing: {problem}"
     return Verdict(ok=not spec.gate, gated=spec.gate, reason=reason, point=index)
-
-
-def resolve(spec: ResultsSpec, log_dir: Path) -> Path:
-    path = Path(spec.path)
-    return path if path.is_absolute() else log_dir / path
 
 
 def collect(

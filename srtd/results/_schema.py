@@ -11,8 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-RESULTS_FORMAT = 1
-RESULTS_NAME = "results.json"
+from srtd.results._where import RESULTS_FORMAT
 
 
 class Stat(BaseModel):

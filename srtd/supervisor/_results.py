@@ -15,16 +15,20 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from srtd import results as measured
 from srtd.events import UnitState
-from srtd.results import AfterReplacement, Point, Results, collect, render, resolve, rows_of, write_results
+from srtd.results import resolve
 from srtd.supervisor._clock import Clock
 from srtd.supervisor._console import Console
 from srtd.supervisor._journal import Journal
 from srtd.unit import Plan, Unit
+
+if TYPE_CHECKING:
+    from srtd.results import Point, Results
 
 POLL_SECONDS = 1.0
 _RUNNING = (UnitState.STARTING, UnitState.READY)
@@ -70,7 +74,7 @@ class ResultsWatch:
 
     def _read(self, unit: Unit, exit_code: int | None) -> Results:
         assert unit.results is not None
-        return collect(
+        return measured.collect(
             unit.results,
             self.log_dir,
             job=self.plan.name,
@@ -141,16 +145,16 @@ class ResultsWatch:
             results = await anyio.to_thread.run_sync(self._read, unit, exit_code)
             if unit.name in self.replaced:
                 nodes, kept = self.replaced[unit.name]
-                note = AfterReplacement(nodes=tuple(nodes), interrupted=tuple(kept))
+                note = measured.AfterReplacement(nodes=tuple(nodes), interrupted=tuple(kept))
                 results = results.model_copy(update={"replacement": note})
             async with self._lock:
                 self._final.add(unit.name)
                 self._journal_new(unit, results.points)
             with contextlib.suppress(OSError):  # the journal still carries every point
-                await anyio.to_thread.run_sync(write_results, results, self.log_dir)
+                await anyio.to_thread.run_sync(measured.write_results, results, self.log_dir)
             if results.points:
                 title = f"{unit.name} results" + (f" ({results.replacement.describe()})" if results.replacement else "")
-                self.console.results(render(rows_of([results]), title=title), results.to_json())
+                self.console.results(measured.render(measured.rows_of([results]), title=title), results.to_json())
             verdict = results.verdict
             if failure is None and not verdict.ok and exit_code == 0 and verdict.reason:
                 detail: dict[str, Any] = {"culprit": unit.name, "results": str(self.log_dir / "results.json")}
