@@ -389,10 +389,12 @@ WHY = {
     "plan": "interpreter start and imports (pydantic, the recipe models, click) are"
     " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
     " waiting for a core",
-    "rss": "srtd's process is about 44 MiB before the first unit: pydantic, anyio, rich and structlog,"
-    " whose dev module imports rich's traceback renderer and pygments whenever rich is installed (about"
-    " 11 MiB of it); httpx (about 12 MiB with its TLS stack) is no longer among them, imported only by"
-    " a plan with an HTTP probe or status reporting. Each unit then costs about 32 KiB: the plan's"
+    "rss": "srtd's process was about 44 MiB before the first unit when measured: pydantic, anyio, rich and"
+    " structlog, whose dev module imported rich's traceback renderer and pygments whenever rich is"
+    " installed (about 11 MiB of it). Since then structlog is imported without rich, and a supervisor"
+    " off a terminal (under sbatch) imports no rich at all: about 2.3 MiB less again with 1 and 100"
+    " units, not yet re-measured here. httpx (about 12 MiB with its TLS stack) is no longer among them,"
+    " imported only by a plan with an HTTP probe or status reporting. Each unit then costs about 32 KiB: the plan's"
     " pydantic models (about 6 KiB), the journal's events kept for the job's result (about 3 KiB), and"
     " the anyio tasks, cancel scopes and events of its attempt (the rest). Its guardian is a bash"
     " script of about 3 MiB",

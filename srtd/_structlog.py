@@ -1,21 +1,24 @@
-"""structlog, imported without rich's traceback renderer.
+"""structlog, imported without rich.
 
-Whenever rich is installed, importing structlog imports rich's traceback renderer and
-pretty printer, and pygments with them (about 11 MiB and tens of milliseconds), for its
-default exception formatter.  srtd's console lines carry no tracebacks, so structlog
-is imported here with those two modules of rich refused: `structlog.dev` then falls back
-to its plain traceback formatter, and rich is loaded only where a terminal view is drawn.
+Whenever rich is installed, importing structlog imports rich (its console, its traceback
+renderer and pretty printer, and pygments with them: tens of milliseconds and megabytes)
+for its default exception formatter.  srtd's console lines carry no tracebacks, so
+structlog is imported here with `rich` refused: `structlog.dev` then falls back to its
+plain traceback formatter, and rich is loaded only where a terminal view is drawn.  The
+refusal lasts only while structlog is imported: a later `import rich` works.
 
 Every srtd module takes structlog from here (`from srtd._structlog import structlog`);
-when something imported structlog before, this changes nothing.
+when something imported structlog before, this changes nothing, and when rich is already
+imported only its traceback renderer and pretty printer are refused.
 """
 
 from __future__ import annotations
 
 import sys
 
-# structlog asks for these two in `try` blocks: each refused, it does without rich
-_HIDDEN = [name for name in ("rich.pretty", "rich.traceback") if name not in sys.modules]
+# structlog asks for rich (and its traceback renderer, pretty printer) in `try` blocks: each
+# refused, it does without rich
+_HIDDEN = [name for name in ("rich", "rich.pretty", "rich.traceback") if name not in sys.modules]
 if "structlog" in sys.modules:
     _HIDDEN = []
 for _name in _HIDDEN:

@@ -7,6 +7,9 @@
 - At the end: a summary table (unit, node, state, restarts, exit, ready after) and, when
   the job failed, the culprit with its exit or matched line and its last log lines.
 
+rich is imported only to draw on a terminal: off one (under sbatch) `_plain` writes the
+same bytes, and a supervisor that draws nothing does not pay for rich.
+
 `LiveConsole`: `srtd run` on a terminal shows the attach view of the whole run instead
 of the lines (`--plain` keeps the lines).  `NullConsole` prints nothing (tests, embedding).
 
@@ -23,17 +26,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
-
-from rich.console import Console as RichConsole
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from srtd._structlog import structlog
 from srtd.events import Event
 from srtd.launch import ExitStatus
+from srtd.supervisor import _plain
 from srtd.supervisor._nbstream import NonBlockingStream, would_block
+
+if TYPE_CHECKING:
+    from rich.console import Console as RichConsole
+    from rich.live import Live
 
 CLOSE_DRAIN = 2.0  # seconds `close()` waits for a slow reader before dropping the rest
 
@@ -285,13 +288,8 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         self.stream = _never_blocking(stream if stream is not None else sys.stderr)
         self.tty = self.stream.isatty() if tty is None else tty
         self.progress_interval: float | None = 0.25 if self.tty else plain_interval
-        self._rich = RichConsole(
-            file=self.stream,
-            force_terminal=self.tty,
-            no_color=not self.tty,
-            width=None if self.tty else width,
-            highlight=False,
-        )
+        self._width = width
+        self._rich_console: RichConsole | None = None
         self._live: Live | None = None
         self._broken = False
         self._results: list[str] = []  # printed under the end-of-run summary
@@ -304,8 +302,25 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
             ],
         )
 
+    @property
+    def _rich(self) -> RichConsole:
+        # made on first use: off a terminal only for text `_plain` leaves to rich (rare)
+        if self._rich_console is None:
+            from rich.console import Console as RichConsole
+
+            self._rich_console = RichConsole(
+                file=self.stream,
+                force_terminal=self.tty,
+                no_color=not self.tty,
+                width=None if self.tty else self._width,
+                highlight=False,
+            )
+        return self._rich_console
+
     def _line(self, text: str) -> None:
         if self.tty:
+            from rich.text import Text
+
             self._print(Text.from_ansi(text))
         else:
             self._write(text + "\n")
@@ -317,6 +332,16 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
             self._rich.print(renderable, **kwargs)
         except (OSError, ValueError):
             self._broken = True
+
+    def _text(self, text: str) -> None:
+        """`text` as it is, on lines of their own (no markup: a unit's words may hold brackets)."""
+        plain = None if self.tty else _plain.text(text)
+        if plain is not None:
+            self._write(plain)
+            return
+        from rich.text import Text
+
+        self._print(Text(text), soft_wrap=True)
 
     def event(self, event: Event) -> None:
         message, fields = event_message(event)
@@ -342,13 +367,8 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
                 text = "; ".join(f"{r.unit} {r.state}: {r.waiting_on}" for r in waiting)
                 self._log.info("still starting", waiting=text)
             return
-        table = Table(title="starting", show_edge=False, expand=False)
-        for column in ("unit", "state", "for", "waiting on"):
-            table.add_column(column)
-        for row in rows:
-            took = f"{row.seconds:.0f} s" if row.seconds is not None else ""
-            table.add_row(row.unit, row.state, took, row.waiting_on)
-        self._show(table, transient=True)
+        cells = [(row.unit, row.state, _seconds(row.seconds, ".0f", ""), row.waiting_on) for row in rows]
+        self._show(_rich_table("starting", ("unit", "state", "for", "waiting on"), cells), transient=True)
 
     def _show(self, screen: Any, *, transient: bool) -> None:
         """Draw `screen` in place of the last one (a rich Live, drawn by the caller: no thread)."""
@@ -356,6 +376,8 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
             return
         try:
             if self._live is None:
+                from rich.live import Live
+
                 self._live = Live(screen, console=self._rich, auto_refresh=False, transient=transient)
                 self._live.start()
             self._live.update(screen, refresh=True)
@@ -372,7 +394,7 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
 
     def failure(self, text: str) -> None:
         self._stop_live()
-        self._print(Text(text), soft_wrap=True)
+        self._text(text)
 
     def output(self, unit: str, text: str) -> None:
         """A line of a unit whose log is mirrored (`unit.echo`)."""
@@ -380,15 +402,15 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
         self._stop_live()
-        table = Table(title=headline, show_edge=False)
-        for column in ("unit", "node", "state", "restarts", "exit", "ready after"):
-            table.add_column(column)
-        for row in rows:
-            ready = f"{row.ready_after:.1f} s" if row.ready_after is not None else "-"
-            table.add_row(row.unit, row.node, row.state, str(row.restarts), row.exit, ready)
-        self._print(table)
+        columns = ("unit", "node", "state", "restarts", "exit", "ready after")
+        cells = [(r.unit, r.node, r.state, str(r.restarts), r.exit, _seconds(r.ready_after, ".1f", "-")) for r in rows]
+        plain = None if self.tty else _plain.table(headline, columns, cells, getattr(self.stream, "encoding", None))
+        if plain is not None:
+            self._write(plain)
+        else:
+            self._print(_rich_table(headline, columns, cells))
         for text in self._results:
-            self._print(Text(text), soft_wrap=True)
+            self._text(text)
 
     def results(self, table: str, data: dict[str, Any]) -> None:
         self._results.append(table.rstrip("\n"))
@@ -446,7 +468,26 @@ class LiveConsole(TerminalConsole):
         super()._stop_live()
 
     def output(self, unit: str, text: str) -> None:
+        from rich.text import Text
+
         self._print(Text(f"{unit} | {text}"))  # above the live view
+
+
+def _seconds(value: float | None, spec: str, unknown: str) -> str:
+    return unknown if value is None else f"{value:{spec}} s"
+
+
+def _rich_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Any:
+    """A rich table of text cells: names print as they are, never read as rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title, style="table.title"), show_edge=False)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*map(Text, row))
+    return table
 
 
 def render_table_text(rows: Sequence[SummaryRow], headline: str) -> str:

@@ -5,8 +5,9 @@
 no recipe and draw no terminal view: none of them may load the recipe models, rich or
 pygments, nor pydantic: the journal and the socket's messages are checked by `srtd._shape`.
 `srtd ps` reads journals without the supervisor's anyio; the relay step imports neither.
-`srtd run` of a saved plan needs no recipe models, and its structlog console no rich
-traceback renderer.  `validate` and `plan` read the cluster settings without pydantic-settings.
+`srtd run` of a saved plan needs no recipe models, and off a terminal no rich at all: its
+console writes its lines and tables itself, and structlog is imported without rich.
+`validate` and `plan` read the cluster settings without pydantic-settings.
 """
 
 from __future__ import annotations
@@ -110,6 +111,20 @@ def test_run_of_a_saved_plan_imports_no_recipe_models(tmp_path: Path) -> None:
     # structlog's console without rich's traceback renderer (srtd/_structlog.py)
     assert heavy(modules, "pygments", "rich.traceback", "rich.pretty") == []
     assert "structlog" in modules
+
+
+def test_run_off_a_terminal_imports_no_rich(tmp_path: Path) -> None:
+    """`srtd run PLAN.json` as under sbatch (its output not a terminal) draws nothing: its lines, a
+    unit's mirrored output, the failure and the summary table are written without rich."""
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
+    says = "echo '[bold]not markup[/]'; exit 3"
+    maker.unit("says", argv=("sh", "-c", says), marker=False, kind=UnitKind.BENCHMARK, echo=True)
+    plan = tmp_path / "plan.json"
+    plan.write_text(maker.plan().dumps())
+    code, modules = loaded(tmp_path, "run", str(plan), env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
+    assert code == 1  # the job failed: the failure, the summary and postmortem.txt's table were written
+    assert (Path(maker.plan().log_dir) / "postmortem.txt").exists()
+    assert heavy(modules, *TERMINAL) == []
 
 
 def test_the_relay_step_imports_nothing_heavy(tmp_path: Path) -> None:
