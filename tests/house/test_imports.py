@@ -5,7 +5,7 @@
 no recipe and draw no terminal view: none of them may load the recipe models, rich or
 pygments, nor pydantic: the journal and the socket's messages are checked by `srtd._shape`.
 `srtd ps` reads journals without the supervisor's anyio; the relay step imports neither.
-`srtd run` of a saved plan needs no recipe models, and off a terminal no rich at all: its
+`srtd run` of a saved plan needs no recipe models and no pydantic, and off a terminal no rich at all: its
 console writes its lines and tables itself, and structlog is imported without rich.
 `validate` and `plan` read the cluster settings without pydantic-settings.
 """
@@ -100,14 +100,16 @@ def test_a_live_job_s_verbs_import_no_recipe_models_and_no_rich(tmp_path: Path) 
         job.kill()
 
 
-def test_run_of_a_saved_plan_imports_no_recipe_models(tmp_path: Path) -> None:
+def test_run_of_a_saved_plan_imports_no_recipe_models_and_no_pydantic(tmp_path: Path) -> None:
+    """The plan's types are records checked by srtd/_record.py; the results' models (pydantic)
+    load only once a benchmark with a results spec has measured something."""
     maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
     maker.unit("once", argv=("true",), marker=False, kind=UnitKind.BENCHMARK)
     plan = tmp_path / "plan.json"
     plan.write_text(maker.plan().dumps())
     code, modules = loaded(tmp_path, "run", str(plan), "--plain", env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
     assert code == 0
-    assert heavy(modules, *RECIPE_MODELS) == []
+    assert heavy(modules, *RECIPE_MODELS, *PYDANTIC) == []
     # structlog's console without rich's traceback renderer (srtd/_structlog.py)
     assert heavy(modules, "pygments", "rich.traceback", "rich.pretty") == []
     assert "structlog" in modules
