@@ -96,6 +96,8 @@ def unit_env(unit: Unit, attempt: int, base: Mapping[str, str] | None = None) ->
 class LocalHandle:
     """One local attempt: a process group led by `pid`."""
 
+    __slots__ = ("_child", "_launcher", "name")
+
     def __init__(self, name: str, popen: subprocess.Popen[bytes], launcher: LocalLauncher) -> None:
         self.name = name
         self._launcher = launcher

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Callable
 
 import anyio
+from anyio.lowlevel import cancel_shielded_checkpoint, checkpoint_if_cancelled
 
 from srtd.launch._protocol import ExitStatus
 
@@ -38,11 +39,15 @@ def pidfd_open(pid: int) -> int | None:
 class ChildProcess:
     """A `subprocess.Popen` child whose exit can be awaited by any number of tasks."""
 
+    __slots__ = ("_before_reap", "_left", "_pidfd", "_waiting", "popen", "status")
+
     def __init__(self, popen: subprocess.Popen[bytes], before_reap: Callable[[], None] | None = None) -> None:
         self.popen = popen
         self._before_reap = before_reap
         self._pidfd = pidfd_open(popen.pid)
-        self._lock = anyio.Lock()
+        # a task is inside `wait()`: it owns the reaping (a flag, not a Lock: one per process)
+        self._waiting = False
+        self._left: anyio.Event | None = None  # made only when a second task waits meanwhile
         self.status: ExitStatus | None = None
 
     @property
@@ -84,12 +89,19 @@ class ChildProcess:
         While a task is inside `wait()` that task owns the reaping (and the pidfd it is
         polling), so `poll` only reports what is already known.
         """
-        if self._lock.locked():
+        if self._waiting:
             return self.status
         return self._reap()
 
     async def wait(self) -> ExitStatus:
-        async with self._lock:
+        await checkpoint_if_cancelled()
+        while self._waiting:  # another task awaits the pidfd: take over when it leaves
+            if self._left is None:
+                self._left = anyio.Event()
+            await self._left.wait()
+        self._waiting = True
+        try:
+            await cancel_shielded_checkpoint()  # as the Lock's acquire did: others run first
             while True:
                 status = self._reap()
                 if status is not None:
@@ -98,3 +110,8 @@ class ChildProcess:
                     await anyio.wait_readable(self._pidfd)
                 else:
                     await anyio.sleep(_FALLBACK_POLL)
+        finally:
+            self._waiting = False
+            left, self._left = self._left, None
+            if left is not None:
+                left.set()

@@ -19,7 +19,7 @@ def rotated_log(path: Path, restart_number: int) -> Path:
     return path.with_name(f"{path.name}.{restart_number}")
 
 
-@dataclass
+@dataclass(slots=True)
 class RestartTracker:
     policy: Restart
     count: int = 0  # restarts scheduled so far, over the job

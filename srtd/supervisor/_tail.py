@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +56,37 @@ def _decode(raw: bytes) -> str:
     return text[:-1] if text.endswith("\r") else text
 
 
+class Watch:
+    """One consumer's registration (`Tailer.watch`): a context manager, as small as one can be
+    (a unit's attempt holds one for as long as it runs)."""
+
+    __slots__ = ("_handler", "_handlers")
+
+    def __init__(self, handlers: list[LineHandler], handler: LineHandler) -> None:
+        self._handlers = handlers
+        self._handler = handler
+
+    def __enter__(self) -> None:
+        self._handlers.append(self._handler)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._handlers.remove(self._handler)
+
+
 class Tailer:
+    __slots__ = (
+        "_fd",
+        "_handlers",
+        "_ident",
+        "_offset",
+        "_partial",
+        "_streams",
+        "chunk",
+        "generation",
+        "max_partial",
+        "path",
+    )
+
     def __init__(
         self,
         path: Path,
@@ -77,13 +107,9 @@ class Tailer:
 
     # ---------------------------------------------------------------- consumers
 
-    @contextlib.contextmanager
-    def watch(self, handler: LineHandler) -> Iterator[None]:
-        self._handlers.append(handler)
-        try:
-            yield
-        finally:
-            self._handlers.remove(handler)
+    def watch(self, handler: LineHandler) -> Watch:
+        """`handler` gets every line while the returned context is entered."""
+        return Watch(self._handlers, handler)
 
     def subscribe(self, max_buffer: int = 1000) -> MemoryObjectReceiveStream[LogLine]:
         send, receive = anyio.create_memory_object_stream[LogLine](max_buffer)

@@ -3,12 +3,13 @@
     pending -> waiting -> starting -> ready -> (exited -> backoff -> starting)* -> ...
     ... -> stopped | failed                   (stopping on the way when srtd stops it)
 
-`UnitRunner.run` is one task of the job's task group.  An attempt runs three watchers
-concurrently: the process exit, the readiness probe (with its timeout) and the log
-watcher (fatal patterns and the log probe, fed line by line by the file's tailer);
-`run_timeout` adds a fourth, `liveness` a fifth (idle until the attempt is ready,
-see `_liveness.py`).  Whichever ends the attempt first wins and cancels the
-others.  Then the restart policy decides: back off and launch again, or end for good.
+`UnitRunner.run` is one task of the job's task group.  An attempt runs its watchers
+concurrently: the process exit (awaited by the unit's task itself), the log watcher
+(fatal patterns and the log probe, fed line by line by the file's tailer) and, each in
+a task when the unit has it, the readiness probe (with its timeout), `run_timeout` and
+`liveness` (idle until the attempt is ready, see `_liveness.py`).  Whichever ends the
+attempt first wins and cancels the others.  Then the restart policy decides: back off
+and launch again, or end for good.
 
 The job's teardown cancels this task (`scope`) and then stops a live process itself,
 tier by tier (`terminate`).  `Launcher.start` is shielded from that cancellation, so a
@@ -16,15 +17,13 @@ process is never started without its handle being recorded; the wait that follow
 (`Handle.settle`: srun until Slurm creates the step) is not, so a teardown never waits
 for it.  The `starting` event comes after it (with the step id), or when it is cut short.
 
-`UnitRunner` keeps the unit's state, its dependencies and the attempt's log watch; the
-rest lives beside it along its seams: launching an attempt (`_unit_launch`), the other
-watchers (`_unit_watch`), the restart decision after an attempt (`_unit_after`) and
-stopping a process (`_unit_stop`).
+`UnitRunner` keeps the unit's state and its dependencies; the rest lives beside it along
+its seams: launching an attempt (`_unit_launch`), watching it (`_unit_watch`), the
+restart decision after an attempt (`_unit_after`) and stopping a process (`_unit_stop`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
@@ -34,12 +33,12 @@ from srtd.events import FINAL_UNIT_STATES, Event, EventFacts, UnitState
 from srtd.launch import ExitStatus, Handle
 from srtd.patterns import compile_log_pattern
 from srtd.supervisor._attempt import REQUESTED, AttemptEnd, Verdict
+from srtd.supervisor._flag import Flag
 from srtd.supervisor._restart import RestartTracker
-from srtd.supervisor._tail import LogLine
 from srtd.supervisor._unit_after import after_attempt, ignored_detail
 from srtd.supervisor._unit_launch import launch_attempt
 from srtd.supervisor._unit_stop import terminate
-from srtd.supervisor._unit_watch import run_timer, watch_exit, watch_liveness, watch_readiness
+from srtd.supervisor._unit_watch import Attempt, watch_attempt
 from srtd.unit import Condition, Edge, LogProbe, Unit
 
 if TYPE_CHECKING:
@@ -49,17 +48,25 @@ if TYPE_CHECKING:
 class UnitRunner:
     """One unit of the job: its state, its dependencies, its attempts (one task)."""
 
+    __slots__ = (  # a job keeps one per unit: no dict each
+        *("port", "unit", "name", "log_path", "fatal", "log_ready", "restarts", "scope", "done", "handle"),
+        *("status", "attempt", "launched", "ever_ready", "ready_now", "succeeded", "failure", "root_cause"),
+        *("exit_for_job", "launched_at", "clean_since", "ready_seconds", "killed_after_timeout", "signalled"),
+        *("user_signal", "waiting_on", "displaced", "rejoin", "last_probe", "watching", "settling"),
+        *("_pending_end", "ready_event", "nudged"),
+    )
+
     def __init__(self, port: JobPort, unit: Unit, log_path: Path) -> None:
         self.port = port
         self.unit = unit
         self.name = unit.name
         self.log_path = log_path
-        self.fatal = [compile_log_pattern(p) for p in unit.fatal_patterns]
+        self.fatal = tuple(compile_log_pattern(p) for p in unit.fatal_patterns)
         probe = unit.readiness.probe if unit.readiness is not None else None
         self.log_ready = compile_log_pattern(probe.pattern) if isinstance(probe, LogProbe) else None
         self.restarts = RestartTracker(unit.restart)
         self.scope = anyio.CancelScope()
-        self.done = anyio.Event()
+        self.done = Flag()
         self.handle: Handle | None = None
         self.status: ExitStatus | None = None
         self.attempt = 0
@@ -82,11 +89,11 @@ class UnitRunner:
         self.displaced = False
         self.rejoin: tuple[Edge, ...] = ()
         self.last_probe: str | None = None
-        self._finish: Callable[[AttemptEnd], None] | None = None
+        self.watching: Attempt | None = None  # the running attempt, once launched and settled
         self.settling = False  # launched, awaiting `Handle.settle`
         self._pending_end: AttemptEnd | None = None  # an interrupt that came while settling
-        self.ready_event = anyio.Event()
-        self.nudged = anyio.Event()
+        self.ready_event = Flag()
+        self.nudged = Flag()
 
     # ---------------------------------------------------------------- state
 
@@ -204,52 +211,21 @@ class UnitRunner:
         if not await launch_attempt(self):
             return None
         assert self.handle is not None
-        handle = self.handle
         if self._pending_end is not None:  # interrupted while it settled
             pending, self._pending_end = self._pending_end, None
             return pending
-        tailer = self.port.tailer(self.log_path)
-        generation = tailer.generation
-        scope = anyio.CancelScope()
-        end: AttemptEnd | None = None
-
-        def finish(result: AttemptEnd) -> None:
-            nonlocal end
-            if end is None:
-                end = result
-                scope.cancel()
-
-        def on_line(line: LogLine) -> None:
-            self._on_line(generation, line, finish)
-
-        self._finish = finish
-        try:
-            with tailer.watch(on_line), scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(watch_exit, self, handle, tailer, finish)
-                    if self.unit.readiness is not None:
-                        tg.start_soon(watch_readiness, self, self.unit.readiness, finish)
-                    else:
-                        self.mark_ready()
-                    if self.unit.run_timeout is not None:
-                        tg.start_soon(run_timer, self, self.unit.run_timeout, finish)
-                    if self.unit.liveness is not None:
-                        tg.start_soon(watch_liveness, self, self.unit.liveness, tailer, generation, finish)
-        finally:
-            self._finish = None
-        assert end is not None
-        return end
+        return await watch_attempt(self, self.handle)
 
     def interrupt(self, end: AttemptEnd) -> bool:
         """End the running attempt from outside (a group restart).  False if none runs."""
         if not self.live:
             return False
-        if self._finish is None:
+        if self.watching is None:
             if not self.settling:
                 return False
             self._pending_end = end  # still settling (srun awaiting its step): ends it right after
             return True
-        self._finish(end)
+        self.watching.finish(end)
         return True
 
     def request_restart(self) -> bool:
@@ -257,23 +233,6 @@ class UnitRunner:
         and goes through the restart path at once, whatever the policy; it counts as a
         restart.  False if no attempt runs."""
         return self.interrupt(AttemptEnd("requested", REQUESTED, delay=0.0))
-
-    def _on_line(self, generation: int, line: LogLine, finish: Callable[[AttemptEnd], None]) -> None:
-        if line.generation < generation:
-            return  # a line of an earlier attempt's file
-        text = line.text
-        if self.unit.echo:
-            self.port.echo(self.name, text)
-        if not self.ready_now:
-            if self.log_ready is None:
-                self.nudged.set()  # servers announce that they listen: probe now
-            elif self.log_ready.search(text):
-                self.mark_ready()
-        for pattern in self.fatal:
-            if pattern.search(text):
-                self.port.record_fatal(self.name, text)
-                finish(AttemptEnd("fatal", f"fatal log line: {text}"))
-                return
 
     def mark_ready(self) -> None:
         if self.ready_now or self.launched_at is None:

@@ -11,6 +11,7 @@ import anyio
 from srtd.errors import LaunchError
 from srtd.events import UnitState
 from srtd.launch import ExitStatus, Handle
+from srtd.supervisor._flag import Flag
 from srtd.supervisor._restart import rotated_log
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def _started(runner: UnitRunner, handle: Handle, number: int) -> None:
     runner.ready_now = False
     runner.clean_since = None
     runner.last_probe = None
-    runner.ready_event = anyio.Event()
+    runner.ready_event = Flag()
     detail = {"log": str(runner.log_path)}
     if handle.step_id is not None:
         detail["step"] = handle.step_id  # under Slurm: what `scancel` and `squeue --steps` call it

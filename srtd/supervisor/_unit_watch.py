@@ -1,7 +1,11 @@
-"""The watchers of a running attempt (besides its log's, in `_unit.py`): its process's
-exit, the readiness probe (with its timeout and the nudges that make it probe early),
+"""Watching a running attempt (`watch_attempt`): its log's lines (fatal patterns, the log
+readiness probe, the nudges), its process's exit, the readiness probe (with its timeout),
 from ready on the liveness watch, and the run timer.  Each ends the attempt through
-`finish`; the first to call it wins."""
+`finish`; the first to call it wins.
+
+An attempt costs one cancel scope and no task of its own: the unit's task awaits the exit
+itself.  Only an attempt with other watchers (a readiness probe, a run timeout, a liveness
+watch) opens a task group for them."""
 
 from __future__ import annotations
 
@@ -14,15 +18,82 @@ import anyio
 from srtd.launch import Handle
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import within
+from srtd.supervisor._flag import Flag
 from srtd.supervisor._liveness import LivenessWatcher
 from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
-from srtd.supervisor._tail import Tailer
+from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import FileProbe, HttpProbe, Liveness, LogProbe, Readiness, TcpProbe, WorkerCountProbe
 
 if TYPE_CHECKING:
     from srtd.supervisor._unit import UnitRunner
 
 Finish = Callable[[AttemptEnd], None]
+
+
+class Attempt:
+    """The running attempt of a unit: its cancel scope and how it ended."""
+
+    __slots__ = ("end", "generation", "runner", "scope")
+
+    def __init__(self, runner: UnitRunner, generation: int) -> None:
+        self.runner = runner
+        self.generation = generation  # lines of an earlier attempt's file are not this one's
+        self.scope = anyio.CancelScope()
+        self.end: AttemptEnd | None = None
+
+    def finish(self, result: AttemptEnd) -> None:
+        """End the attempt as `result` says, unless it has already ended."""
+        if self.end is None:
+            self.end = result
+            self.scope.cancel()
+
+    def on_line(self, line: LogLine) -> None:
+        """A line of the attempt's log: echoed, matched for readiness and fatal patterns."""
+        if line.generation < self.generation:
+            return  # a line of an earlier attempt's file
+        runner = self.runner
+        text = line.text
+        if runner.unit.echo:
+            runner.port.echo(runner.name, text)
+        if not runner.ready_now:
+            if runner.log_ready is None:
+                runner.nudged.set()  # servers announce that they listen: probe now
+            elif runner.log_ready.search(text):
+                runner.mark_ready()
+        for pattern in runner.fatal:
+            if pattern.search(text):
+                runner.port.record_fatal(runner.name, text)
+                self.finish(AttemptEnd("fatal", f"fatal log line: {text}"))
+                return
+
+
+async def watch_attempt(runner: UnitRunner, handle: Handle) -> AttemptEnd:
+    """Watch the launched attempt until the first watcher ends it; how it ended."""
+    unit = runner.unit
+    tailer = runner.port.tailer(runner.log_path)
+    attempt = Attempt(runner, tailer.generation)
+    runner.watching = attempt
+    finish = attempt.finish
+    try:
+        with tailer.watch(attempt.on_line), attempt.scope:
+            if unit.readiness is None and unit.run_timeout is None and unit.liveness is None:
+                runner.mark_ready()
+                await watch_exit(runner, handle, tailer, finish)
+            else:
+                async with anyio.create_task_group() as tg:
+                    if unit.readiness is not None:
+                        tg.start_soon(watch_readiness, runner, unit.readiness, finish)
+                    else:
+                        runner.mark_ready()
+                    if unit.run_timeout is not None:
+                        tg.start_soon(run_timer, runner, unit.run_timeout, finish)
+                    if unit.liveness is not None:
+                        tg.start_soon(watch_liveness, runner, unit.liveness, tailer, attempt.generation, finish)
+                    await watch_exit(runner, handle, tailer, finish)
+    finally:
+        runner.watching = None
+    assert attempt.end is not None
+    return attempt.end
 
 
 async def watch_exit(runner: UnitRunner, handle: Handle, tailer: Tailer, finish: Finish) -> None:
@@ -87,7 +158,7 @@ async def _probe_until_ready(
     pacer = ProbePacer(probe, interval, clock.now())
     bucket = NudgeBucket(anyio.current_time())
     while not runner.ready_now:
-        runner.nudged = anyio.Event()  # nudges from now on count for the next probe
+        runner.nudged = Flag()  # nudges from now on count for the next probe
         result = await check(probe, host=host, client=runner.port.http)
         if result.ok:
             return
@@ -98,7 +169,7 @@ async def _probe_until_ready(
             nudged = runner.nudged
             if await within(clock, due - clock.now(), nudged.wait):
                 if not pacer.nudge(clock.now()):
-                    runner.nudged = anyio.Event()  # held: wait for the clock
+                    runner.nudged = Flag()  # held: wait for the clock
                     continue
                 await anyio.sleep(bucket.wait(anyio.current_time()))
                 bucket.take(anyio.current_time())

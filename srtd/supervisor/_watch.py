@@ -192,6 +192,8 @@ class InotifyWatcher(LogWatcher):
                 return
             self._wds[directory] = wd
             self._dirs[wd] = directory
+        else:
+            directory = self._dirs[wd]  # one path per directory, however many of its files are tailed
         self._files.setdefault((directory, tailer.path.name), []).append(tailer)
         self._mark([tailer])  # what it wrote before we watched
 
