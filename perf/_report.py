@@ -389,15 +389,17 @@ WHY = {
     "plan": "interpreter start and imports (pydantic, the recipe models, click) are"
     " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
     " waiting for a core",
-    "rss": "srtd's process was about 44 MiB before the first unit when measured: pydantic, anyio, rich and"
-    " structlog, whose dev module imported rich's traceback renderer and pygments whenever rich is"
-    " installed (about 11 MiB of it). Since then structlog is imported without rich, and a supervisor"
-    " off a terminal (under sbatch) imports no rich at all: about 2.3 MiB less again with 1 and 100"
-    " units, not yet re-measured here. httpx (about 12 MiB with its TLS stack) is no longer among them,"
-    " imported only by a plan with an HTTP probe or status reporting. Each unit then costs about 32 KiB: the plan's"
-    " pydantic models (about 6 KiB), the journal's events kept for the job's result (about 3 KiB), and"
-    " the anyio tasks, cancel scopes and events of its attempt (the rest). Its guardian is a bash"
-    " script of about 3 MiB",
+    "rss": "these figures predate the changes of issue #36's last round, not yet re-measured here by"
+    " this scenario. Then srtd's process was about 44 MiB before the first unit and each unit cost about"
+    " 32 KiB. Since: the plan's types are frozen dataclasses checked by srtd/_record.py, so `srtd run` of"
+    " a saved plan imports no pydantic (about 14 MiB); the results' models load only once a benchmark"
+    " has measured something; structlog is imported without rich and a supervisor off a terminal"
+    " imports no rich at all; an attempt holds one cancel scope, a task group only when it has"
+    " watchers, and events made only when awaited. A probe of the same workload (perf._peers'"
+    " idle_workload, one run, 2 cores) gave 35.6 MiB with 1 unit and 37.2 MiB with 100 (52.2 before),"
+    " about 16 KiB per unit. What is left: the interpreter (about 9 MiB), asyncio under anyio with"
+    " the ssl module it imports (about 10 MiB, libcrypto's pages), click (about 1 MiB once asyncio"
+    " is in), re2 (about 2.5 MiB), srtd's own modules, and the guardian, a bash script of about 3 MiB",
     "start_all": "srtd imports itself before the first launch and each launch blocks in fork/exec;"
     " on a loaded machine both stretch",
     **_slurm_report.WHY,
