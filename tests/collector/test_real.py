@@ -88,6 +88,14 @@ def test_a_collector_killed_and_restarted_loses_nothing_it_acknowledged(tmp_path
     assert messages == [f"step {i}" for i in acked]
 
 
+def _statuses(url: str) -> list[str]:
+    """The statuses a collector has recorded for its one job (none before the job is there)."""
+    jobs = httpx.get(f"{url}/api/jobs").json()["jobs"]
+    if not jobs:
+        return []
+    return [e["status"] for e in httpx.get(f"{url}/api/jobs/{jobs[0]['job_id']}/events").json()["events"]]
+
+
 def test_a_job_goes_on_and_ends_recorded_across_a_collector_restart(tmp_path: Path) -> None:
     db, port = tmp_path / "c.db", free_port()
     job = tmp_path / "slow.yaml"
@@ -105,8 +113,8 @@ def test_a_job_goes_on_and_ends_recorded_across_a_collector_restart(tmp_path: Pa
             text=True,
         )
         deadline = time.monotonic() + 60
-        while not httpx.get(f"{first.url}/api/jobs").json()["jobs"]:
-            assert time.monotonic() < deadline, "the job never reported"
+        while _statuses(first.url)[:2] != ["submitted", "starting"]:  # both in before the kill
+            assert time.monotonic() < deadline, "the job never reported its start"
             time.sleep(0.1)
         first.kill()
     with collector(db, port) as second:

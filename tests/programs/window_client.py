@@ -4,7 +4,8 @@
 
 Waits a moment (the power sampler has readings before the window), writes
 `DIR/custom_c<N>.json` (running), runs COMMAND, marks the window completed (or
-failed) and exits with COMMAND's code.  `--skip` runs COMMAND without any window.
+failed), lingers 0.3 s as a client writing its results would, and exits with COMMAND's
+code.  `--skip` runs COMMAND without any window.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def main() -> int:
     code = subprocess.run(command, check=False).returncode
     time.sleep(0.5)  # a window long enough for several readings
     mark(path, concurrency, start, time.time(), code)
+    # A real client writes its results after the window; lingering as long lets the sampler's
+    # next reading (every 0.1 s in the tests) land after the window's end.  srtd's own read at
+    # the client's exit races the teardown of the exporters (issue #36's note, stop 41).
+    time.sleep(0.3)
     return code
 
 
