@@ -12,12 +12,21 @@ pattern's place in the file (docs/recipe.md#log-patterns).
 
 from __future__ import annotations
 
-from typing import Protocol
+from functools import cache
+from typing import Any, Protocol
 
-import re2
+# RE2 loads on the first pattern compiled (its module and libstdc++ are 2.5 MiB of a
+# running job's memory): a job whose units watch no log line never loads it.
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # RE2 would print its own complaint on stderr; we say it in one line
+
+@cache
+def _re2() -> tuple[Any, Any]:
+    """The re2 module and its options (RE2 would print its own complaint on stderr; we say it in one line)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2, options
 
 
 class LogPattern(Protocol):
@@ -26,8 +35,9 @@ class LogPattern(Protocol):
 
 def compile_log_pattern(pattern: str) -> LogPattern:
     """A compiled pattern; ValueError (with RE2's reason) for one RE2 refuses."""
+    re2, options = _re2()
     try:
-        return re2.compile(pattern, _OPTIONS)  # type: ignore[no-any-return]
+        return re2.compile(pattern, options)  # type: ignore[no-any-return]
     except re2.error as e:
         reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise ValueError(reason) from None

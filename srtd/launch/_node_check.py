@@ -1,4 +1,4 @@
-"""The preflight check of one node, run on that node (`python -m srtd.launch._node_check`).
+"""The preflight check of one node, run on that node (`python -I -S .../srtd/launch/_node_check.py`).
 
 The supervisor starts it through the launcher (one Slurm step per node, or a local
 process) before any unit launches, with what the plan gives the node: its GPU indices,
@@ -14,6 +14,11 @@ Checks, in order (the first failing one is the verdict):
 - `gpus-memory`: their free memory covers the share the engines ask for.
 A missing GPU query program skips the GPU checks (a note says so): a node without
 nvidia-smi cannot be asked, and a plan for CPU-only toys must still run.
+
+It is a program of its own, run by its path with `-I -S`: it imports nothing of srtd's
+and no site-packages, and loads what only the GPU checks need when they run.  That makes
+it start in a third of the time `-m` took (about 60 ms against 150 here), and every job's
+start waits for it.  It still runs as `python -m srtd.launch._node_check`.
 """
 
 from __future__ import annotations
@@ -21,11 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import socket
-import subprocess
-import tempfile
-from dataclasses import dataclass, field
 
 GPU_FIELDS = "--query-gpu=index,uuid,memory.total,memory.free"
 APP_FIELDS = "--query-compute-apps=gpu_uuid,pid,used_memory"
@@ -33,12 +34,14 @@ CSV = "--format=csv,noheader,nounits"
 QUERY_TIMEOUT = 20.0
 
 
-@dataclass
 class Verdict:
-    ok: bool = True
-    check: str | None = None
-    evidence: str | None = None
-    notes: list[str] = field(default_factory=list)
+    """The first failing check and its evidence (ok when none failed), and notes."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.check: str | None = None
+        self.evidence: str | None = None
+        self.notes: list[str] = []
 
     def fail(self, check: str, evidence: str) -> None:
         if self.ok:
@@ -51,6 +54,9 @@ class QueryFailed(Exception):
 
 def _query(command: list[str], flag: str, node: str) -> list[list[str]] | None:
     """The CSV rows of one query; None when the program is not there."""
+    import shlex
+    import subprocess
+
     try:
         done = subprocess.run(
             [*command, flag, CSV],
@@ -72,9 +78,10 @@ def _query(command: list[str], flag: str, node: str) -> list[list[str]] | None:
 
 
 def _log_dir(verdict: Verdict, path: str) -> None:
+    probe = os.path.join(path, f".srtd-preflight-{os.getpid()}-{os.urandom(4).hex()}")
     try:
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".srtd-preflight-"):
-            pass
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
     except OSError as err:
         verdict.fail("log-dir", f"cannot create a file in {path}: {err.strerror or err}")
 
@@ -127,6 +134,8 @@ def check(node: str, log_dir: str, ports: list[int], gpus: list[int], fraction: 
     _log_dir(verdict, log_dir)
     _ports(verdict, ports)
     if query:
+        import shlex
+
         _gpus(verdict, shlex.split(query), node, gpus, fraction)
     return verdict
 

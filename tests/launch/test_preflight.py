@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from srtd.launch import ToolRun
-from srtd.supervisor._preflight import memory_fraction, verdict_of
+from srtd.supervisor._preflight import CHECK_PROGRAM, memory_fraction, verdict_of
 
 TOY = f"{sys.executable} -m srtd.toy.gpus"
 
@@ -25,7 +25,9 @@ def _config(tmp_path: Path, config: dict[str, object]) -> str:
 
 
 def _check(tmp_path: Path, *args: str, node: str = "node1") -> dict[str, object]:
-    argv = [sys.executable, "-m", "srtd.launch._node_check", f"--node={node}", f"--log-dir={tmp_path}", *args]
+    # as the supervisor runs it: by its path, isolated and without site-packages (srtd is not
+    # importable there, so a check that imported anything of srtd's would fail every test)
+    argv = [sys.executable, "-I", "-S", CHECK_PROGRAM, f"--node={node}", f"--log-dir={tmp_path}", *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
     assert done.stderr == ""
     said: dict[str, object] = json.loads(done.stdout)
@@ -142,3 +144,9 @@ def test_the_verdict_is_the_last_json_line_and_silence_fails() -> None:
     assert (silent.ok, silent.check, silent.evidence) == (False, "answer", "no answer within 60 s")
     broken = verdict_of("n1", ToolRun(("srun",), 1, "", "srun: error: Unable to create step"), 0.2, 60)
     assert (broken.check, broken.evidence) == ("answer", "the check did not run: srun: error: Unable to create step")
+
+
+def test_the_log_dir_check_leaves_nothing_behind(tmp_path: Path) -> None:
+    said = _check(tmp_path)
+    assert said == {"ok": True, "check": None, "evidence": None, "notes": []}
+    assert list(tmp_path.iterdir()) == []

@@ -82,3 +82,26 @@ def test_plan_for_slurm_from_outside(tmp_path: Path) -> None:
         2,
         "srtd: --local plans for this machine; --slurm and --sbatch plan for Slurm\n",
     )
+
+
+def test_a_saved_local_plan_is_copied_to_the_log_dir_byte_for_byte(tmp_path: Path) -> None:
+    from srtd.unit import Plan, Unit, UnitKind
+
+    unit = Unit(name="b", phase="bench", nodes=("node0",), argv=("true",), log="b.log", kind=UnitKind.BENCHMARK)
+    plan = Plan(
+        name="copy",
+        job_id="c1",
+        log_dir=str(tmp_path / "logs"),
+        nodes={"head": ("node0",)},
+        allocation=("node0",),
+        phases=("bench",),
+        units=(unit,),
+        local=True,
+        preflight=False,
+    )
+    compact = json.dumps(json.loads(plan.dumps()), separators=(",", ":"))  # not how srtd writes it
+    saved = tmp_path / "plan.json"
+    saved.write_text(compact, encoding="utf-8")
+    ran = run_srtd("run", str(saved), "--local", "--plain", cwd=tmp_path, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "logs" / "plan.json").read_text(encoding="utf-8") == compact

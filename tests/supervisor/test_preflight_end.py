@@ -114,3 +114,15 @@ async def test_preflight_false_checks_nothing(tmp_path: Path) -> None:
     result = await job.run()
     assert result.exit_code == 0
     assert _node_events(job) == []
+
+
+async def test_when_every_node_passes_the_plan_and_its_runners_are_kept(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, spares=("node3",))
+    settings = Preflight(budget_seconds=60, gpu_query="")  # no GPU query: every node passes
+    job = Job(plan, FakeLauncher({"bench": FakeRun(exit_after=0.1)}), console=NullConsole(), preflight=settings)
+    runners = job.runners
+    result = await job.run()
+    assert result.exit_code == 0
+    assert [e["what"] for e in _node_events(job)] == ["preflight-passed"] * 3
+    # nothing moved: the same plan object, the same runners, and no plan.json rewritten
+    assert (job.plan is plan, job.runners is runners, job.plan.spares) == (True, True, ("node3",))
