@@ -235,6 +235,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     _export_source_dir()
     plan, text, claim = _job_plan(recipe, choice, local, slurm_job)
     log_path = _prepare_log_dir(plan, text)
+    del text  # not held while the job runs: a plan of 1,000 units is 1 MiB of text
     _local_path()
     console = _run_console(as_json=as_json, plain=plain)
     # the attach socket (srtd attach, ps, stop, restart, tail); status reporting

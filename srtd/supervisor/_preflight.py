@@ -33,7 +33,6 @@ from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal
 from srtd.supervisor._outcome import End
 from srtd.supervisor._unit import UnitRunner
-from srtd.topology import replace_node
 from srtd.unit import Plan, Unit, UnitKind
 
 if TYPE_CHECKING:
@@ -194,6 +193,8 @@ async def run_preflight(plan: Plan, launcher: Launcher, settings: Preflight, jou
             detail = {NODE_KEY: {"node": verdict.node, "check": verdict.check, "evidence": verdict.evidence}}
             return End(JobState.FAILED, EXIT_PREFLIGHT, no_spare_reason(verdict), extra=detail)
         spare, units = plan.spares[0], _units_on(plan, verdict.node)
+        from srtd.topology import replace_node  # the topology loads only when a node is replaced
+
         plan = replace_node(plan, verdict.node, spare)
         reason = f"node {verdict.node} replaced by spare {spare} before launch: {', '.join(units) or 'no units'}"
         facts = {"check": verdict.check, "evidence": verdict.evidence, "spare": spare, "units": units}

@@ -35,7 +35,6 @@ from srtd.events import UnitState
 from srtd.results import resolve
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._replace import Replacement, choose_spare, decide
-from srtd.topology import replace_node
 from srtd.unit import Condition, Edge
 
 if TYPE_CHECKING:
@@ -101,6 +100,8 @@ class Replacer:
             text = f"node {node} lost and not replaced: {why}"
             self._emit(text, node_detail(node, "lost", evidence=reason, units=on_node))
             return None
+        from srtd.topology import replace_node  # loads only when a node is replaced
+
         replacement = decide(job.plan, replace_node(job.plan, node, spare), node, spare)
         text = f"node {node} lost: {', '.join(replacement.moved) or 'nothing'} move to {spare}"
         if replacement.restarted:
