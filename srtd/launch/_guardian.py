@@ -1,11 +1,11 @@
 """The guardian: kills a launcher's process groups when srtd itself dies.
 
-A bash script (`GUARDIAN`, run as `bash --norc --noprofile -c GUARDIAN guardian GRACE TRIES`):
-about 2 MiB of memory where a Python interpreter is 9 MiB, and nothing of srtd's to
+A POSIX shell script (`GUARDIAN`, run as `dash -c GUARDIAN guardian GRACE TRIES`): about
+1.6 MiB of memory where bash takes 3.1 and a Python interpreter 9, and nothing of srtd's to
 import.  srtd keeps the write end of the guardian's stdin and writes `+<pgid>` when a
 unit's process group starts and `-<pgid>` when it has ended.  When stdin reaches EOF,
 srtd has gone (normally or by SIGKILL): every group still registered gets SIGTERM,
-then SIGKILL after GRACE seconds (TRIES checks 50 ms apart: bash has no fractions).
+then SIGKILL after GRACE seconds (TRIES checks 50 ms apart: the shell has no fractions).
 The guardian runs in its own session and ignores SIGINT, SIGTERM and SIGHUP, so
 neither a Ctrl-C on the terminal nor a signal to srtd's process group takes it down
 before it has done its job.  See docs/supervisor.md ("No orphans").
@@ -20,45 +20,53 @@ import subprocess
 
 POLL = 0.05  # seconds between the checks of whether the SIGTERMed groups are gone
 
-# Only `+N` / `-N` lines with N > 1 count; anything else is skipped.  `kill -0` fails for a
-# group that no longer exists (and for one not ours: EPERM), as `os.killpg` would.
+# Only `+N` / `-N` lines with N > 1 count; anything else is skipped.  The registered groups
+# are one string of numbers between spaces (POSIX sh has no sets): leading zeros are
+# stripped so that `+007` and `-7` name one group, and more than 9 digits is no pid.
+# `kill -s 0` fails for a group that no longer exists (and for one not ours: EPERM), as
+# `os.killpg` would; `-s SIG --` is the spelling dash's kill takes before a negative pid.
 GUARDIAN = r"""
 trap '' INT TERM HUP
 tries=$2
-declare -A groups=()
+groups=' '
 while IFS= read -r line; do
-    pgid=${line:1}
-    [[ $pgid =~ ^[0-9]+$ ]] && (( 10#$pgid > 1 )) || continue
-    case ${line:0:1} in
-        +) groups[$((10#$pgid))]=1 ;;
-        -) unset "groups[$((10#$pgid))]" ;;
+    pgid=${line#?}
+    case $pgid in ''|*[!0-9]*) continue ;; esac
+    while :; do case $pgid in 0?*) pgid=${pgid#0} ;; *) break ;; esac; done
+    [ ${#pgid} -le 9 ] && [ "$pgid" -gt 1 ] || continue
+    case $line in
+        +*) case $groups in *" $pgid "*) ;; *) groups="$groups$pgid " ;; esac ;;
+        -*) case $groups in *" $pgid "*) groups="${groups%%" $pgid "*} ${groups#*" $pgid "}" ;; esac ;;
     esac
 done
-(( ${#groups[@]} )) || exit 0
-echo "srtd guardian: srtd is gone; stopping ${#groups[@]} process group(s)" >&2
-alive=()
-for g in "${!groups[@]}"; do
-    kill -TERM -- "-$g" 2>/dev/null && alive+=("$g")
+set -- $groups
+[ $# -gt 0 ] || exit 0
+echo "srtd guardian: srtd is gone; stopping $# process group(s)" >&2
+alive=
+for g do
+    kill -s TERM -- "-$g" 2>/dev/null && alive="$alive $g"
 done
-while (( ${#alive[@]} && tries-- > 0 )); do
+while [ -n "$alive" ] && [ "$tries" -gt 0 ]; do
+    tries=$((tries - 1))
     sleep 0.05
-    still=()
-    for g in "${alive[@]}"; do
-        kill -0 -- "-$g" 2>/dev/null && still+=("$g")
+    still=
+    for g in $alive; do
+        kill -s 0 -- "-$g" 2>/dev/null && still="$still $g"
     done
-    alive=("${still[@]}")
+    alive=$still
 done
-for g in "${alive[@]}"; do
-    kill -KILL -- "-$g" 2>/dev/null
+for g in $alive; do
+    kill -s KILL -- "-$g" 2>/dev/null
 done
 exit 0
 """
 
 
 def guardian_argv(grace: float) -> list[str]:
-    bash = shutil.which("bash") or "/bin/bash"
+    # dash where there is one (Debian's /bin/sh); any POSIX sh runs the script the same
+    shell = shutil.which("dash") or shutil.which("sh") or "/bin/sh"
     tries = max(math.ceil(grace / POLL), 0)
-    return [bash, "--norc", "--noprofile", "-c", GUARDIAN, "guardian", repr(grace), str(tries)]
+    return [shell, "-c", GUARDIAN, "guardian", repr(grace), str(tries)]
 
 
 class Guardian:

@@ -1,4 +1,4 @@
-"""The guardian (a bash script) on its own: what it kills when srtd's end of its pipe closes."""
+"""The guardian (a POSIX sh script, run by dash) on its own: what it kills when srtd's end of its pipe closes."""
 
 from __future__ import annotations
 
@@ -34,8 +34,11 @@ def test_on_eof_it_terms_the_registered_groups_kills_the_stubborn_and_spares_the
         guardian.add(stubborn.pid)
         guardian.add(released.pid)
         guardian.remove(released.pid)
-        # junk is skipped, never acted on: no group 1, no negative pid, no text
-        guardian._write("+1\n+abc\n-\n+-5\n\n")
+        # junk is skipped, never acted on: no group 0 or 1, no negative pid, no text, no
+        # number past a pid's digits; leading zeros name the same group
+        guardian._write("+1\n+abc\n-\n+-5\n\n+0\n+000\n+99999999999999999999\n+1 2\n")
+        # a second add is one group; a zero-padded add is the same group as its plain remove
+        guardian._write(f"+{polite.pid}\n+00{released.pid}\n-{released.pid}\n")
         proc = guardian.close()
         assert proc is not None
         assert proc.wait(10) == 0
@@ -57,7 +60,7 @@ def test_it_ignores_the_signals_a_terminal_sends_and_exits_quietly_with_nothing_
         guardian.add(victim.pid)
         pid = guardian.pid
         assert pid is not None
-        time.sleep(0.2)  # bash has set its traps
+        time.sleep(0.2)  # the shell has set its traps
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             os.kill(pid, sig)
         time.sleep(0.2)
@@ -71,3 +74,18 @@ def test_it_ignores_the_signals_a_terminal_sends_and_exits_quietly_with_nothing_
         if victim.poll() is None:
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
+
+
+def test_it_runs_as_a_posix_shell_of_its_own_session() -> None:
+    guardian = Guardian(grace=0.2)
+    guardian.spawn()
+    try:
+        pid = guardian.pid
+        assert pid is not None
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        assert exe == "dash"  # Debian's /bin/sh: half of bash's memory
+        assert os.getsid(pid) == pid
+    finally:
+        proc = guardian.close()
+        assert proc is not None
+        assert proc.wait(10) == 0
