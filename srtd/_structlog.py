@@ -1,4 +1,4 @@
-"""structlog, imported without rich (and, but on Windows, without colorama).
+"""structlog, imported without rich, greenlet and (but on Windows) colorama.
 
 Whenever rich is installed, importing structlog imports rich (its console, its traceback
 renderer and pretty printer, and pygments with them: tens of milliseconds and megabytes)
@@ -18,8 +18,10 @@ import sys
 
 # structlog asks for rich (and its traceback renderer, pretty printer) in `try` blocks: each
 # refused, it does without rich.  colorama it needs only on Windows (elsewhere it writes the
-# same ANSI codes itself): refused, it is half a MiB and 10 ms less on every start.
-_REFUSED = ("rich", "rich.pretty", "rich.traceback") + (() if sys.platform == "win32" else ("colorama",))
+# same ANSI codes itself): refused, it is half a MiB and 10 ms less on every start.  greenlet
+# (installed beside Playwright, SQLAlchemy, ...) only backs its deprecated thread-local
+# context, which srtd does not use: 1.2 MiB.
+_REFUSED = ("rich", "rich.pretty", "rich.traceback", "greenlet") + (() if sys.platform == "win32" else ("colorama",))
 _HIDDEN = [name for name in _REFUSED if name not in sys.modules]
 if "structlog" in sys.modules:
     _HIDDEN = []

@@ -183,6 +183,8 @@ class LocalLauncher:
         self._base_env = env
         self._prefix: list[str] = []
         self._live: dict[int, LocalHandle] = {}
+        # (program, PATH, cwd) found once: a thousand units of one program search PATH once
+        self._found: set[tuple[str, str | None, str | None]] = set()
         self._warned_container = False
         self.strays = Strays()
         if self._guardian is not None:
@@ -258,9 +260,9 @@ class LocalLauncher:
             raise LaunchError(f"{unit.name}: empty argv")
         env = unit_env(unit, attempt, self._base_env)
         program = unit.argv[0]
-        if unit.preamble is None and _find_program(program, env, unit.cwd) is None:
+        if unit.preamble is None:
             # Checked here: behind setpriv or bash it would only show as exit code 127.
-            raise LaunchError(f"{unit.name}: cannot start {program!r}: no such executable")
+            self._check_program(unit, program, env)
         if attempt == 0:
             _check_ports_free(unit)
         argv = self._prefix + unit_argv(unit)
@@ -285,6 +287,14 @@ class LocalLauncher:
         if self._guardian is not None:
             self._guardian.add(popen.pid)
         return handle
+
+    def _check_program(self, unit: Unit, program: str, env: Mapping[str, str]) -> None:
+        key = (program, env.get("PATH"), unit.cwd)
+        if key in self._found:
+            return
+        if _find_program(program, env, unit.cwd) is None:
+            raise LaunchError(f"{unit.name}: cannot start {program!r}: no such executable")
+        self._found.add(key)
 
     def _ended(self, handle: LocalHandle) -> None:
         pid = handle.pid
