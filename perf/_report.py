@@ -389,17 +389,15 @@ WHY = {
     "plan": "interpreter start and imports (pydantic, the recipe models, click) are"
     " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
     " waiting for a core",
-    "rss": "these figures predate the changes of issue #36's last round, not yet re-measured here by"
-    " this scenario. Then srtd's process was about 44 MiB before the first unit and each unit cost about"
-    " 32 KiB. Since: the plan's types are frozen dataclasses checked by srtd/_record.py, so `srtd run` of"
-    " a saved plan imports no pydantic (about 14 MiB); the results' models load only once a benchmark"
-    " has measured something; structlog is imported without rich and a supervisor off a terminal"
-    " imports no rich at all; an attempt holds one cancel scope, a task group only when it has"
-    " watchers, and events made only when awaited. A probe of the same workload (perf._peers'"
-    " idle_workload, one run, 2 cores) gave 35.6 MiB with 1 unit and 37.2 MiB with 100 (52.2 before),"
-    " about 16 KiB per unit. What is left: the interpreter (about 9 MiB), asyncio under anyio with"
-    " the ssl module it imports (about 10 MiB, libcrypto's pages), click (about 1 MiB once asyncio"
-    " is in), re2 (about 2.5 MiB), srtd's own modules, and the guardian, a bash script of about 3 MiB",
+    "rss": "srtd is at or below circus at both sizes and within 1.27 x supervisord; what is left is"
+    " mostly what srtd's dependencies load. srtd's own process holds about 31 MiB with 100 units and"
+    " each unit costs about 14 KiB; the guardian is a dash script of 1.6 MiB (bash took 3.1). Of the"
+    " 31 MiB: the interpreter about 9, asyncio with the ssl module anyio imports unconditionally about"
+    " 7.5 (ssl alone 4.5: libcrypto's pages and its enums), anyio 2.2, click with inspect about 1.9,"
+    " inotify_simple about 1.3 (ctypes.util imports tempfile and random), structlog 1.3 (without rich,"
+    " colorama and greenlet), srtd's own modules about 2.5. RE2 loads only with the first log pattern."
+    " Per unit: anyio's task (a cancel scope and an event), two more cancel scopes, the coroutine"
+    " frames of the attempt, the Popen object, the journal's events",
     "start_all": "srtd imports itself before the first launch and each launch blocks in fork/exec;"
     " on a loaded machine both stretch",
     **_slurm_report.WHY,
