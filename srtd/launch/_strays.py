@@ -40,6 +40,7 @@ import ctypes
 import os
 import shlex
 import signal
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,9 @@ _PR_GET_CHILD_SUBREAPER = 37
 _POLL = 0.05  # seconds between checks where pidfds are missing
 _REAP_WAIT = 5.0  # seconds a SIGKILLed process gets to be gone (it is reaped later if not)
 _ROUNDS = 4  # a stray's own descendants reach srtd when it ends: a few looks find them all
+# Attempts per unit whose group ids are remembered: a unit restarted 100,000 times must not
+# hold 100,000 entries.  A stray of an older attempt is still told by its SRTD_UNIT.
+REMEMBERED_ATTEMPTS = 64
 _COMMAND_CHARS = 200
 
 
@@ -230,6 +234,7 @@ class Strays:
         # leads a group the guardian ends if srtd dies, as it ends the units' groups.
         self.guard: tuple[Callable[[int], None], Callable[[int], None]] | None = None
         self._guarded: set[int] = set()  # leaders' pids: ours, unreaped, so the group id is too
+        self._attempts: dict[str, deque[int]] = {}  # unit -> its latest attempts' pids, oldest first
         self._was_subreaper: bool | None = None
 
     def begin(self) -> None:
@@ -248,6 +253,14 @@ class Strays:
         self.origins[pid] = unit
         self.graces[unit] = grace
         self.ended_groups.discard(pid)  # a pid used again: this group is a new one
+        recent = self._attempts.setdefault(unit, deque())
+        recent.append(pid)
+        if len(recent) > REMEMBERED_ATTEMPTS:
+            old = recent.popleft()
+            # forgotten unless its pid is in use again: by a later attempt, or another unit's
+            if old not in recent and self.origins.get(old) == unit:
+                del self.origins[old]
+                self.ended_groups.discard(old)
 
     def _reap(self, pid: int) -> None:
         """Reap an ended child of ours; out of the guardian's register first, while its pid

@@ -242,3 +242,22 @@ async def test_a_stray_leading_a_group_is_reported_once_and_its_group_ends_with_
         assert gone(daemon)
         assert gone(member)
     assert [s.pid for s in reports] == [daemon]
+
+
+def test_a_unit_restarted_many_times_is_remembered_for_its_latest_attempts_only() -> None:
+    from srtd.launch._strays import REMEMBERED_ATTEMPTS, Strays
+
+    strays = Strays()
+    attempts = 1000
+    for pid in range(10_000, 10_000 + attempts):
+        strays.started("crashy", pid, 1.0)
+        strays.group_ended(pid)
+    strays.started("other", 50_000, 1.0)
+    latest = set(range(10_000 + attempts - REMEMBERED_ATTEMPTS, 10_000 + attempts))
+    assert set(strays.origins) == latest | {50_000}
+    assert strays.ended_groups == latest
+    # a pid a later attempt uses again stays remembered when its older use is forgotten
+    strays.started("other", 10_999, 1.0)
+    for pid in range(60_000, 60_000 + REMEMBERED_ATTEMPTS):
+        strays.started("crashy", pid, 1.0)
+    assert strays.origins[10_999] == "other"
