@@ -162,7 +162,9 @@ class SlurmLauncher:
     async def explain(self, signum: int) -> StopCause | None:
         """Why srtd (the batch shell) got a stop signal, for the journal."""
         if signum == _signal.SIGUSR1:
-            done = await slurm_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 2.0)
+            # within the supervisor's EXPLAIN_WAIT (5 s): a busy slurmctld that answers late is
+            # still told apart from one that did not answer (a graceful stop, said as such)
+            done = await slurm_tool([self.squeue, "--noheader", f"--jobs={self.job_id}", "--format=%L"], 4.0)
             left = parse_duration(done.out.strip()) if done.ok else None
             # Slurm may send the early warning up to 60 s before it is due.
             if left is not None and left <= self.early_warning + 60:

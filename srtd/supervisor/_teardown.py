@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from srtd.supervisor._unit import UnitRunner
 
 
-EXPLAIN_WAIT = 2.0  # seconds the launcher gets to explain a stop signal (e.g. asking Slurm for the time left)
+EXPLAIN_WAIT = 5.0  # seconds the launcher gets to explain a stop signal (e.g. asking Slurm for the time left);
+# the teardown never waits for it, only the final event does, and only while it is pending
 
 
 class Stop:
