@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex  # re, which argparse loads anyway: nothing more
 import socket
 
 GPU_FIELDS = "--query-gpu=index,uuid,memory.total,memory.free"
@@ -54,8 +55,7 @@ class QueryFailed(Exception):
 
 def _query(command: list[str], flag: str, node: str) -> list[list[str]] | None:
     """The CSV rows of one query; None when the program is not there."""
-    import shlex
-    import subprocess
+    import subprocess  # only a GPU query runs a program
 
     try:
         done = subprocess.run(
@@ -134,8 +134,6 @@ def check(node: str, log_dir: str, ports: list[int], gpus: list[int], fraction: 
     _log_dir(verdict, log_dir)
     _ports(verdict, ports)
     if query:
-        import shlex
-
         _gpus(verdict, shlex.split(query), node, gpus, fraction)
     return verdict
 

@@ -3,10 +3,10 @@
 Each node runs the check program (`srtd/launch/_node_check.py`, by its path, with `-I -S`)
 through the launcher (one Slurm step on that node; locally a process here) with what the
 plan gives it: its GPU indices and ports, the log directory, the largest share of GPU
-memory its engines ask for.  The checks share
-one time budget.  A node that fails is replaced by the first spare that passed
-(`srtd.topology.replace_node`) before anything launches; with no spare left the job ends
-at once with `EXIT_PREFLIGHT`, naming the node, the check and its evidence.
+memory its engines ask for.  The checks share one time budget.  A node that fails is
+replaced by the first spare that passed (`srtd.topology.replace_node`) before anything
+launches; with no spare left the job ends at once with `EXIT_PREFLIGHT`, naming the node,
+the check and its evidence.
 
 The supervisor knows no engine: which argv flag carries an engine's memory share comes in
 `Preflight.memory_flags`, from the engine registry, through `srtd run`.
