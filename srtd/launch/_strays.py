@@ -40,7 +40,6 @@ import ctypes
 import os
 import shlex
 import signal
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,7 +233,8 @@ class Strays:
         # leads a group the guardian ends if srtd dies, as it ends the units' groups.
         self.guard: tuple[Callable[[int], None], Callable[[int], None]] | None = None
         self._guarded: set[int] = set()  # leaders' pids: ours, unreaped, so the group id is too
-        self._attempts: dict[str, deque[int]] = {}  # unit -> its latest attempts' pids, oldest first
+        # unit -> its latest attempts' pids, oldest first: a list (64 B for one pid; a deque is 624)
+        self._attempts: dict[str, list[int]] = {}
         self._was_subreaper: bool | None = None
 
     def begin(self) -> None:
@@ -253,10 +253,12 @@ class Strays:
         self.origins[pid] = unit
         self.graces[unit] = grace
         self.ended_groups.discard(pid)  # a pid used again: this group is a new one
-        recent = self._attempts.setdefault(unit, deque())
+        recent = self._attempts.get(unit)
+        if recent is None:
+            recent = self._attempts[unit] = []
         recent.append(pid)
         if len(recent) > REMEMBERED_ATTEMPTS:
-            old = recent.popleft()
+            old = recent.pop(0)
             # forgotten unless its pid is in use again: by a later attempt, or another unit's
             if old not in recent and self.origins.get(old) == unit:
                 del self.origins[old]

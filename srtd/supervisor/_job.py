@@ -307,7 +307,7 @@ class Job(ReplacingPort):
             tg.start_soon(self._watcher.run)
             for runner in self.runners.values():
                 if not runner.unit.on_teardown:  # host teardown steps: launched by the teardown
-                    tg.start_soon(runner.run)
+                    runner.start(tg)
             tg.start_soon(self._results.follow, self.changed)
             self._log_space = LogSpaceWatch(self.log_dir, self.journal)
             tg.start_soon(self._log_space.run)  # the units' own logs fill it unseen

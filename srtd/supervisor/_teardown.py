@@ -91,7 +91,7 @@ async def teardown(
     runners = [r for r in every if not r.unit.on_teardown]
     # 1. Nothing launches, probes, watches or backs off any more.
     for runner in runners:
-        runner.scope.cancel()
+        runner.stop_task()
     for runner in runners:
         await runner.done.wait()
     # 2. Units without a process end now.

@@ -11,7 +11,8 @@ a task when the unit has it, the readiness probe (with its timeout), `run_timeou
 attempt first wins and cancels the others.  Then the restart policy decides: back off
 and launch again, or end for good.
 
-The job's teardown cancels this task (`scope`) and then stops a live process itself,
+The job's teardown cancels this task (`task`, the handle `start_soon` gave: its cancel
+scope is the task's own, so a unit keeps no second one) and then stops a live process itself,
 tier by tier (`terminate`).  `Launcher.start` is shielded from that cancellation, so a
 process is never started without its handle being recorded; the wait that follows
 (`Handle.settle`: srun until Slurm creates the step) is not, so a teardown never waits
@@ -42,6 +43,8 @@ from srtd.supervisor._unit_watch import Attempt, watch_attempt
 from srtd.unit import Condition, Edge, LogProbe, Unit
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from srtd.supervisor._port import JobPort
 
 
@@ -49,7 +52,7 @@ class UnitRunner:
     """One unit of the job: its state, its dependencies, its attempts (one task)."""
 
     __slots__ = (  # a job keeps one per unit: no dict each
-        *("port", "unit", "name", "log_path", "fatal", "log_ready", "restarts", "scope", "done", "handle"),
+        *("port", "unit", "name", "log_path", "fatal", "log_ready", "restarts", "task", "done", "handle"),
         *("status", "attempt", "launched", "ever_ready", "ready_now", "succeeded", "failure", "root_cause"),
         *("exit_for_job", "launched_at", "clean_since", "ready_seconds", "killed_after_timeout", "signalled"),
         *("user_signal", "waiting_on", "displaced", "rejoin", "last_probe", "watching", "settling"),
@@ -65,7 +68,7 @@ class UnitRunner:
         probe = unit.readiness.probe if unit.readiness is not None else None
         self.log_ready = compile_log_pattern(probe.pattern) if isinstance(probe, LogProbe) else None
         self.restarts = RestartTracker(unit.restart)
-        self.scope = anyio.CancelScope()
+        self.task: anyio.TaskHandle[None] | None = None  # once started in the job's task group
         self.done = Flag()
         self.handle: Handle | None = None
         self.status: ExitStatus | None = None
@@ -188,33 +191,36 @@ class UnitRunner:
 
     # ---------------------------------------------------------------- the task
 
+    def start(self, tg: TaskGroup) -> None:
+        """The unit's task in `tg`; `stop_task` cancels it."""
+        self.task = tg.start_soon(self.run, name=self.name)
+
+    def stop_task(self) -> None:
+        """Nothing launches, probes, watches or backs off any more (`done` once it has ended)."""
+        if self.task is not None:
+            self.task.cancel()
+
     async def run(self) -> None:
+        """Wait, launch, watch, decide; again until the unit ends.  One coroutine frame for
+        what were three: a job keeps one such chain per unit for its whole life."""
         try:
-            with self.scope:
-                await self._lifecycle()
+            while True:
+                problem = await self._wait_for_dependencies()
+                if problem is not None:
+                    self.give_up(problem)
+                    return
+                if not await launch_attempt(self):
+                    return
+                assert self.handle is not None
+                end, self._pending_end = self._pending_end, None  # interrupted while it settled
+                if end is None:
+                    end = await watch_attempt(self, self.handle)
+                if not await after_attempt(self, end):
+                    return
         finally:
             self.done.set()
 
-    async def _lifecycle(self) -> None:
-        while True:
-            problem = await self._wait_for_dependencies()
-            if problem is not None:
-                self.give_up(problem)
-                return
-            end = await self._attempt()
-            if end is None or not await after_attempt(self, end):
-                return
-
-    # ---------------------------------------------------------------- one attempt
-
-    async def _attempt(self) -> AttemptEnd | None:
-        if not await launch_attempt(self):
-            return None
-        assert self.handle is not None
-        if self._pending_end is not None:  # interrupted while it settled
-            pending, self._pending_end = self._pending_end, None
-            return pending
-        return await watch_attempt(self, self.handle)
+    # ---------------------------------------------------------------- one attempt, from outside
 
     def interrupt(self, end: AttemptEnd) -> bool:
         """End the running attempt from outside (a group restart).  False if none runs."""

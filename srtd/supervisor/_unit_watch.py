@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from srtd.launch import Handle
+from srtd.launch import ExitStatus, Handle
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import within
 from srtd.supervisor._flag import Flag
@@ -78,7 +78,7 @@ async def watch_attempt(runner: UnitRunner, handle: Handle) -> AttemptEnd:
         with tailer.watch(attempt.on_line), attempt.scope:
             if unit.readiness is None and unit.run_timeout is None and unit.liveness is None:
                 runner.mark_ready()
-                await watch_exit(runner, handle, tailer, finish)
+                exited(runner, await handle.wait(), tailer, finish)  # awaited here: no frame more per unit
             else:
                 async with anyio.create_task_group() as tg:
                     if unit.readiness is not None:
@@ -89,15 +89,15 @@ async def watch_attempt(runner: UnitRunner, handle: Handle) -> AttemptEnd:
                         tg.start_soon(run_timer, runner, unit.run_timeout, finish)
                     if unit.liveness is not None:
                         tg.start_soon(watch_liveness, runner, unit.liveness, tailer, attempt.generation, finish)
-                    await watch_exit(runner, handle, tailer, finish)
+                    exited(runner, await handle.wait(), tailer, finish)
     finally:
         runner.watching = None
     assert attempt.end is not None
     return attempt.end
 
 
-async def watch_exit(runner: UnitRunner, handle: Handle, tailer: Tailer, finish: Finish) -> None:
-    status = await handle.wait()
+def exited(runner: UnitRunner, status: ExitStatus, tailer: Tailer, finish: Finish) -> None:
+    """The attempt's process has ended as `status` says."""
     runner.status = status
     with contextlib.suppress(OSError):
         tailer.poll()  # judge what it wrote before it exited before judging the exit
