@@ -29,9 +29,10 @@ from srtd.reporting._service import status_service
 if TYPE_CHECKING:
     from srtd.reporting._contract import Request, Stage, Status
     from srtd.reporting._fold import PHASE_STAGE, StageFold, collector_job_id
-    from srtd.reporting._power import PowerSampler, power_telemetry
+    from srtd.reporting._power import PowerSampler
     from srtd.reporting._publishers import PUBLISH_FORMAT, publication, publish_results
     from srtd.reporting._reporter import FINAL_WAIT, StatusReporter, post_submitted, report_submitted
+    from srtd.reporting._telemetry import power_telemetry
 
 # public name -> its module: imported on first use, so a job that reports nothing
 # never loads the reporter (and httpx with it)
@@ -39,8 +40,9 @@ _LAZY = {
     **dict.fromkeys(("Request", "Stage", "Status"), "_contract"),
     **dict.fromkeys(("PHASE_STAGE", "StageFold", "collector_job_id"), "_fold"),
     **dict.fromkeys(("PUBLISH_FORMAT", "publication", "publish_results"), "_publishers"),
-    **dict.fromkeys(("PowerSampler", "power_telemetry"), "_power"),
+    "PowerSampler": "_power",
     **dict.fromkeys(("FINAL_WAIT", "StatusReporter", "post_submitted", "report_submitted"), "_reporter"),
+    "power_telemetry": "_telemetry",
 }
 
 

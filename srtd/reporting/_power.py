@@ -1,10 +1,11 @@
 """Power telemetry's sampler: GPU power over the job, and whether it covers the benchmark's windows.
 
-`power_telemetry()` gives `srtd run` two pieces that share one sampler: a service that
-reads every GPU exporter of the plan's `power` while the job runs, and an after-job hook
-that stops it, checks each measurement window the benchmark client marked, writes the
-manifest and, with `required`, fails the job (`EXIT_POWER`) when the power data does
-not cover every window.  A plan without `power` costs nothing.
+`power_telemetry()` (`_telemetry.py`) gives `srtd run` two pieces that share one sampler:
+a service that reads every GPU exporter of the plan's `power` while the job runs, and an
+after-job hook that stops it, checks each measurement window the benchmark client marked,
+writes the manifest and, with `required`, fails the job (`EXIT_POWER`) when the power data
+does not cover every window.  A plan without `power` costs nothing: this module is not
+even imported.
 
 The files are srt-slurm's (the plan's `power.dir`, `<logs>/power` by default), so its
 analysis tools read srtd's too:
@@ -29,7 +30,7 @@ import math
 import re
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -37,15 +38,13 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from srtd._files import open_file, write_under
-from srtd.errors import EXIT_POWER, FileRefused
+from srtd.errors import FileRefused
 from srtd.events import Event
-from srtd.supervisor import AfterJob, AfterJobFailure, AfterJobHook, Service
-from srtd.unit import PowerEndpoint, PowerSampling, UnitKind
+from srtd.unit import PowerEndpoint, PowerSampling
 
 if TYPE_CHECKING:
     import httpx
 
-    from srtd.supervisor import ServicePort
 
 SCHEMA_VERSION = 1
 CLOCK_SOURCE = "head_node_unix_clock"
@@ -430,46 +429,4 @@ async def _read_capped(client: httpx.AsyncClient, url: str) -> str:
     return body.decode("utf-8", errors="replace")
 
 
-# --------------------------------------------------------------------------- what `srtd run` is given
-
-
-def power_telemetry(
-    *, transport: httpx.AsyncBaseTransport | None = None, clock: Callable[[], float] = time.time
-) -> tuple[Service, AfterJobHook]:
-    """(service, after-job hook) sharing one sampler: sample while the job runs, judge after it."""
-    current: list[PowerSampler] = []
-
-    @contextlib.asynccontextmanager
-    async def service(job: ServicePort) -> AsyncIterator[PowerSampler | None]:
-        power = job.plan.power
-        if power is None or not power.endpoints:
-            yield None
-            return
-        clients = [u.name for u in job.plan.units if u.kind is UnitKind.BENCHMARK]
-        sampler = PowerSampler(power, clients=clients, transport=transport, clock=clock)
-        job.listen(sampler.read_now)
-        current.append(sampler)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sampler.run)
-            try:
-                yield sampler
-            finally:
-                sampler.finish()  # a job that failed still gets its manifest
-
-    async def check_power(job: AfterJob) -> AfterJobFailure | None:
-        if not current:
-            return None
-        sampler = current[0]
-        verdict = sampler.finish()  # a few small files: read and written in place
-        covered = sum(w.valid for w in verdict.windows)
-        reasons = f": {', '.join(verdict.reasons)}" if verdict.reasons else ""
-        text = f"power {verdict.status}: {covered}/{len(verdict.windows)} windows covered{reasons}"
-        job.note(text, {"power": verdict.summary()})
-        if verdict.valid or not sampler.power.required:
-            return None
-        return AfterJobFailure(EXIT_POWER, f"telemetry.required: {text}", {"power": verdict.summary()})
-
-    return service, check_power
-
-
-__all__ = ["PowerSampler", "Verdict", "Window", "check_window", "power_readings", "power_telemetry"]
+__all__ = ["PowerSampler", "Verdict", "Window", "check_window", "power_readings"]

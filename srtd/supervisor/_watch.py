@@ -169,7 +169,7 @@ class InotifyWatcher(LogWatcher):
     mode: WatchMode = "inotify"
 
     def __init__(self) -> None:
-        from inotify_simple import INotify
+        from srtd.supervisor._inotify import INotify  # without ctypes.util and ldconfig
 
         self._inotify = INotify(nonblocking=True)  # OSError where inotify is unavailable
         self._dirs: dict[int, Path] = {}  # watch descriptor -> directory

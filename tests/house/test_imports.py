@@ -116,6 +116,10 @@ def test_run_of_a_saved_plan_imports_no_recipe_models_and_no_pydantic(tmp_path: 
     # nor colorama (structlog writes ANSI codes itself off Windows), greenlet (its deprecated
     # thread-local context), RE2 (no unit has a log pattern) or the topology (no node was replaced)
     assert heavy(modules, "colorama", "greenlet", "re2", "srtd.topology") == []
+    # inotify without ctypes.util (tempfile, random: srtd/supervisor/_inotify.py); no power
+    # sampler (csv) for a plan without power telemetry
+    assert "inotify_simple" in modules
+    assert heavy(modules, "ctypes.util", "tempfile", "srtd.reporting._power", "csv") == []
 
 
 def test_run_off_a_terminal_imports_no_rich(tmp_path: Path) -> None:

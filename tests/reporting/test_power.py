@@ -13,7 +13,8 @@ import pytest
 
 from srtd.errors import EXIT_POWER
 from srtd.events import Event
-from srtd.reporting._power import Device, PowerSampler, check_window, power_readings, power_telemetry
+from srtd.reporting._power import Device, PowerSampler, check_window, power_readings
+from srtd.reporting._telemetry import power_telemetry
 from srtd.supervisor import AfterJob
 from srtd.unit import PowerEndpoint, PowerSampling, UnitKind
 
