@@ -3,8 +3,8 @@
 - A unit runs in its own session (`start_new_session=True`), so its pid is its
   process group id and `signal()` reaches everything it spawned.
 - stdout and stderr go to the unit's log file, created fresh for every attempt.
-- env = srtd's environment + `unit.env` - `unit.unset_env`, plus `SRTD_UNIT` and
-  `SRTD_ATTEMPT`; `cwd` as given.
+- env = srtd's environment as the job starts (read once) + `unit.env` - `unit.unset_env`,
+  plus `SRTD_UNIT` and `SRTD_ATTEMPT`; `cwd` as given.
 - argv is never shell-interpreted.  A `preamble` runs as
   `bash -c '<preamble>\\nexec "$@"' srtd-unit <argv...>`: argv travels as positional
   parameters and the unit's program replaces the shell (so it gets SIGTERM itself).
@@ -195,6 +195,10 @@ class LocalLauncher:
         return self._guardian.pid if self._guardian is not None else None
 
     async def __aenter__(self) -> Self:
+        if self._base_env is None:
+            # os.environ as the job starts, read once: copying it decodes every name and value,
+            # 0.1 ms a launch (a tenth of a second for 1000 units)
+            self._base_env = dict(os.environ)
         if self._use_pdeathsig:
             self._prefix = _setpriv_pdeathsig() or []
         if self._guardian is not None:
