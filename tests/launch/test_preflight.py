@@ -1,6 +1,7 @@
 """The per-node preflight check (docs/nodes.md), run as the real program against `srtd-toy-gpus`:
 each check's verdict and evidence, the GPU query's CSV, a missing query program, and the
-supervisor's reading of the verdict line and of the engines' memory flags."""
+supervisor's reading of the verdict line and of the engines' memory flags; what the check
+loads, its options, and its line as json.dumps writes it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from srtd.launch import ToolRun
+from srtd.launch._node_check import Verdict, options
 from srtd.supervisor._preflight import CHECK_PROGRAM, memory_fraction, verdict_of
 
 TOY = f"{sys.executable} -m srtd.toy.gpus"
@@ -150,3 +152,112 @@ def test_the_log_dir_check_leaves_nothing_behind(tmp_path: Path) -> None:
     said = _check(tmp_path)
     assert said == {"ok": True, "check": None, "evidence": None, "notes": []}
     assert list(tmp_path.iterdir()) == []
+
+
+# what the check does without: each costs milliseconds of every job's start (the module docstring)
+NOT_LOADED = ("argparse", "re", "enum", "socket", "json", "json.decoder", "json.encoder", "os", "shlex", "subprocess")
+
+
+def _imported(tmp_path: Path, *args: str) -> set[str]:
+    """The modules the check imports, as the supervisor runs it, from `-X importtime`."""
+    argv = [sys.executable, "-I", "-S", "-X", "importtime", CHECK_PROGRAM, "--node=n", f"--log-dir={tmp_path}", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout)["ok"] is True
+    return {line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_the_check_imports_only_what_it_needs(tmp_path: Path) -> None:
+    loaded = _imported(tmp_path, "--ports=0", "--gpus=0,1", "--memory-fraction=0.8", "--gpu-query=")
+    assert {"_socket", "_json"} <= loaded  # it ran its checks, and the list was read
+    assert sorted(loaded.intersection(NOT_LOADED)) == []
+    # a GPU query (here a missing program) loads what running it needs
+    assert {"shlex", "subprocess"} <= _imported(tmp_path, "--gpu-query=srtd-no-such-smi")
+
+
+def test_options_come_in_either_form() -> None:
+    expected = ("n1", "/logs", [8000, 8001], [0, 1], 0.8, "nvidia-smi -i 0")
+    given = {"node": "n1", "log-dir": "/logs", "ports": "8000,8001", "gpus": "0,1", "memory-fraction": "0.8"}
+    joined = [f"--{name}={value}" for name, value in given.items()]
+    assert options([*joined, "--gpu-query=nvidia-smi -i 0"]) == expected
+    apart = [part for name, value in given.items() for part in (f"--{name}", value)]
+    assert options([*apart, "--gpu-query", "nvidia-smi -i 0"]) == expected
+    # the defaults, a value holding `=`, an empty value, and the last of a name counts
+    assert options(["--log-dir=/l", "--node=a=b"]) == ("a=b", "/l", [], [], 0.0, "")
+    assert options(["--node", "n", "--log-dir", "/l", "--gpus=", "--ports=1", "--ports", "2"])[2:4] == ([2], [])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--log-dir=/l"], "the following arguments are required: --node"),
+        (["--ports=1"], "the following arguments are required: --node, --log-dir"),
+        (["--node=n", "--log-dir=/l", "--port=1"], "unrecognized arguments: --port=1"),
+        (["--node=n", "--log-dir=/l", "extra"], "unrecognized arguments: extra"),
+        (
+            ["--node=n", "--log-dir=/l", "--memory-fraction=most"],
+            "argument --memory-fraction: invalid float value: 'most'",
+        ),
+        (["--node=n", "--log-dir=/l", "--memory-fraction", "0,9"], "argument --memory-fraction: invalid float value"),
+        (["--node=n", "--log-dir=/l", "--ports=80,http"], "argument --ports: invalid int list: '80,http'"),
+        (["--node=n", "--log-dir=/l", "--gpus", "0;1"], "argument --gpus: invalid int list: '0;1'"),
+        (["--node", "--log-dir=/l"], "argument --node: expected one argument"),
+        (["--node=n", "--log-dir"], "argument --log-dir: expected one argument"),
+    ],
+)
+def test_a_bad_command_line_is_one_usage_line_and_exit_2(argv: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", CHECK_PROGRAM, *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"_node_check.py: error: {message}")
+    assert "usage: --node=NODE --log-dir=DIR" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.endswith("\n")
+
+
+NASTY = [
+    'he said "no"',
+    "C:\\path\\ends\\",
+    "".join(map(chr, range(32))) + "\x7f",  # every control character
+    "caf\u00e9 \u00fc\u00df \u4e2d\u6587 \u2713 \U0001f600 \u2028\u2029 \ud800",  # non-ASCII, astral, a lone surrogate
+    "".join(map(chr, range(0x3000))),
+    "",
+]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_the_line_is_json_dumps_byte_for_byte(text: str) -> None:
+    verdict = Verdict()
+    verdict.fail("gpus-visible", text)
+    verdict.notes.extend([text, "GPU checks skipped: x not found"])
+    assert verdict.line() == json.dumps(
+        {"ok": False, "check": "gpus-visible", "evidence": text, "notes": [text, "GPU checks skipped: x not found"]}
+    )
+    assert Verdict().line() == json.dumps({"ok": True, "check": None, "evidence": None, "notes": []})
+
+
+def test_the_printed_line_is_json_dumps_of_the_verdict(tmp_path: Path) -> None:
+    # evidence from the query program's own words: quotes, a backslash, a tab, a control character, non-ASCII
+    words = 'driver "535" said \\ no\tto\x01 caf\u00e9 \u2713 \U0001f600'
+    query = _config(tmp_path, {"fail": words})
+    argv = [sys.executable, "-I", "-S", CHECK_PROGRAM, "--node=n", f"--log-dir={tmp_path}", f"--gpu-query={query}"]
+    line = subprocess.run(argv, capture_output=True, timeout=60, check=True).stdout
+    said = json.loads(line)
+    assert said["evidence"].endswith(f"exited 9: toy: {words}")
+    assert line == (json.dumps(said) + "\n").encode()
+
+
+def test_a_port_left_in_time_wait_is_free(tmp_path: Path) -> None:
+    # an engine that served there (asyncio and uvicorn set SO_REUSEADDR) leaves a closed
+    # connection's end in TIME_WAIT on the port: the check binds with SO_REUSEADDR too, as
+    # the next engine will, so that does not count as the port in use
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            served, _ = listener.accept()
+            served.close()  # this end closes first: it waits in TIME_WAIT on the port
+            client.recv(1)
+    assert _check(tmp_path, f"--ports={port}") == {"ok": True, "check": None, "evidence": None, "notes": []}
