@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
-import httpx
 
+from srtd._httpx import httpx
 from srtd.events import Event
 from srtd.status_api import HEALTH_ROUTE, JOURNAL_BATCH, JOURNAL_ROUTE
 

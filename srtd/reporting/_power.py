@@ -295,7 +295,7 @@ class PowerSampler:
                 self.write_error = str(e)
 
     async def _sample(self) -> None:
-        import httpx
+        from srtd._httpx import httpx
 
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / WINDOWS_DIR).mkdir(exist_ok=True)
@@ -333,7 +333,7 @@ class PowerSampler:
             self._wake.set()
 
     async def _scrape(self, client: httpx.AsyncClient, endpoint: PowerEndpoint, seq: int) -> None:
-        import httpx
+        from srtd._httpx import httpx
 
         state = self.endpoints[endpoint.node]
         began = self._clock()

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 
 from srtd._files import read_back
+from srtd._httpx import httpx
 from srtd._structlog import structlog
 from srtd.events import Event
 from srtd.reporting._contract import Request, job_created

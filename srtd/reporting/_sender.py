@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
 
+from srtd._httpx import httpx
 from srtd.reporting._contract import Request
 
 TIMEOUT = 5.0  # seconds per request

@@ -164,7 +164,7 @@ def http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient
     verify=False: probes speak plain http:// only (see `_url`); the default TLS context
     would load the CA bundle, 0.1-0.3 s more before the first unit could launch.
     """
-    import httpx
+    from srtd._httpx import httpx
 
     return httpx.AsyncClient(transport=transport, trust_env=False, verify=False)
 
@@ -182,7 +182,7 @@ async def check(
         return ProbeResult(exists, "file exists" if exists else "no such file yet")
     if isinstance(probe, TcpProbe):
         return await _check_tcp(host, probe.port, timeout)
-    import httpx  # already imported by `http_client`, which made `client`
+    from srtd._httpx import httpx  # already imported by `http_client`, which made `client`
 
     url = _url(host, probe.port, probe.path)
     try:

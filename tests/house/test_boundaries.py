@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_yaml_depth",
         "_source",
         "_structlog",
+        "_httpx",
         "toy",
     ),  # import nothing of srtd's (toy: a standalone program)
     ("_yaml", "_journal_file", "runtime", "status_api", "topology", "results"),
