@@ -15,6 +15,11 @@ middle of some import (a traceback).  The command group then asks `take_interrup
 the command runs (a noted one: `srtd: interrupted`, exit 130, nothing started) and hands
 Ctrl-C back to Python (`raise_interrupts`) while it runs, where it is caught as one.
 
+`srtd run` execs its supervisor once it has planned (`srtd/cli/_supervise.py`): right before,
+`hand_over` blocks the stop signals, so one that comes during the exec waits, pending, instead
+of killing the process before the new program has a handler; the new program's first act is
+`take_over`, which notes them again, puts back the ones noted before and unblocks.
+
 This module imports nothing but `signal`, so it is cheap to reach early.
 """
 
@@ -72,3 +77,18 @@ def take() -> list[int]:
     taken = list(_pending)
     del _pending[: len(taken)]
     return taken
+
+
+def hand_over() -> list[int]:
+    """Before `srtd run` execs its supervisor: stop signals are blocked from now on (one that
+    comes waits, pending, through the exec) and the ones noted so far are taken, for `take_over`."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    return take()
+
+
+def take_over(noted: list[int]) -> None:
+    """The supervisor's process, first thing (or `srtd run` when its exec failed): stop signals
+    are noted again, those noted before the exec come first, then the blocked ones come in."""
+    catch()
+    _pending[:0] = noted
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

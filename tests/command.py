@@ -73,3 +73,24 @@ def reap(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def supervisor_handover(pid: int) -> dict[str, Any] | None:
+    """What `srtd run` handed its supervisor, read off the process's argv
+    (`python [flags] -m srtd.cli._supervise HANDOVER`); None for any other process."""
+    import json
+
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if b"-m" not in words:
+        return None
+    at = words.index(b"-m")
+    if words[at + 1 : at + 2] != [b"srtd.cli._supervise"] or len(words) < at + 3:
+        return None
+    try:
+        given = json.loads(words[at + 2])
+    except ValueError:
+        return None
+    return given if isinstance(given, dict) else None

@@ -18,11 +18,20 @@ if TYPE_CHECKING:
     from srtd.unit import Plan
 
 
+class Process:
+    """`owned` once `main` runs: the command is the process.  Invoked otherwise (click's
+    CliRunner, `cli.main(...)` from a program), `srtd run` supervises in the caller's
+    process and never execs."""
+
+    owned = False
+
+
 def main() -> None:
     """The `srtd` command.  A Ctrl-C while it imports is noted, and said once the command group
     is there to say it (`exit_status`), instead of a `KeyboardInterrupt` traceback from the
     middle of an import."""
     _early_signals.note_interrupts()
+    Process.owned = True  # `srtd run` may exec its supervisor in this process (`_supervise.py`)
     from srtd.cli._main import main as command_line
 
     command_line()

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import click
 
 from srtd import __version__, _early_signals
-from srtd.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, describe, exit_code_for, user_error
+from srtd.cli._outcome import outcome
+from srtd.errors import EXIT_INTERRUPTED
 
 F = TypeVar("F", bound=Callable[..., Any])
 Command = click.Command
@@ -39,29 +40,13 @@ def exit_status(command: Callable[[], int | None]) -> int:
             _early_signals.note_interrupts()
 
 
-def _outcome(command: Callable[[], int | None]) -> int:
-    try:
-        code = command()
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-        raise
-    except KeyboardInterrupt:
-        click.echo("srtd: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except Exception as err:
-        known = user_error(err)
-        if known is not None:
-            for line in describe(known).splitlines():
-                click.echo(f"srtd: {line}", err=True)
-            return exit_code_for(known)
-        # a bug in srtd: say so in one line, keep the traceback
-        import tempfile  # imported here: every command would pay for them
-        import traceback
+def _echo(line: str) -> None:
+    click.echo(line, err=True)
 
-        with tempfile.NamedTemporaryFile("w", prefix="srtd-crash-", suffix=".txt", delete=False) as fh:
-            traceback.print_exc(file=fh)
-        click.echo(f"srtd: internal error: {type(err).__name__}: {err} (traceback in {fh.name})", err=True)
-        return EXIT_INTERNAL
-    return EXIT_OK if code is None else int(code)
+
+# click's own exits and errors are click's to say (usage errors, --help, Abort)
+_CLICKS = (click.exceptions.Exit, click.exceptions.Abort, click.ClickException)
+_outcome = partial(outcome, tell=_echo, passthrough=_CLICKS)
 
 
 # command name -> the module that defines it (and registers it on `cli` when imported)

@@ -119,6 +119,19 @@ class PortClaim:
         self.path.unlink(missing_ok=True)
         self._handle.close()
 
+    def hand_over(self) -> tuple[str, int]:
+        """(path, descriptor) for the process `srtd run` execs: the descriptor, and the lock on
+        it, live through the exec (`taken_over` makes it private again there)."""
+        self._handle.flush()
+        fd = self._handle.fileno()
+        os.set_inheritable(fd, True)
+        return str(self.path), fd
+
+    @classmethod
+    def taken_over(cls, path: str, fd: int) -> PortClaim:
+        os.set_inheritable(fd, False)  # the units must not hold the claim
+        return cls(Path(path), os.fdopen(fd, "w", encoding="utf-8"))
+
 
 def claim_port_block(build: Callable[[int], Plan], directory: Path | None = None) -> tuple[Plan, PortClaim]:
     """The plan at the first free offset, and the claim that keeps it this job's."""

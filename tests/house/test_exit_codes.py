@@ -14,8 +14,12 @@ SRTD = Path(__file__).resolve().parents[2] / "srtd"
 # exits with what it ran, and none of them is the `srtd` command.
 PROGRAM_MAINS = {
     "benchmarks/aiperf.py",
+    # `srtd run`'s own supervisor, which the command execs (docs/supervisor.md, the handover):
+    # it ends through the group's policy (`srtd.cli._outcome.outcome`), without click
+    "cli/_supervise.py",
     "engines/_nsys_window.py",  # run with python3 inside the job's containers (docs/engines.md)
     "launch/_guardian.py",
+    "launch/_node_check.py",  # run by its path with -I -S on every node before launch (docs/nodes.md)
     "toy/_proc.py",
     "toy/bench.py",
     "toy/gpus.py",

@@ -13,6 +13,7 @@ console writes its lines and tables itself, and structlog is imported without ri
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,17 +22,19 @@ import pytest
 
 from srtd.unit import UnitKind
 from tests.attach.helpers import JobProcess
-from tests.command import REPO, srtd_env
+from tests.command import REPO, SRTD, srtd_env
 from tests.supervisor.helpers import PlanMaker
 
-# `srtd ARGS...` in a process that writes the names in sys.modules to OUT as it exits
-PROBE = """\
-import atexit, json, sys
-out = sys.argv[1]
-atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
-sys.argv = ["srtd", *sys.argv[2:]]
-from srtd.cli import main
-main()
+# Every Python process of the command writes the names in its sys.modules to
+# $SRTD_TEST_MODULES/<pid>.json as it exits.  `srtd run` execs its supervisor
+# (srtd/cli/_supervise.py) in the same pid: its file says what the process that runs the job
+# imported, the one that stays for the job's whole life (the units' files are others').
+SITECUSTOMIZE = """\
+import atexit, json, os, sys
+out = os.environ.get("SRTD_TEST_MODULES")
+if out:
+    path = os.path.join(out, f"{os.getpid()}.json")
+    atexit.register(lambda: open(path, "w").write(json.dumps(sorted(sys.modules))))
 """
 
 RECIPE_MODELS = ("srtd.recipe", "srtd.cluster", "pydantic_settings")
@@ -41,17 +44,20 @@ DEMO = REPO / "recipes" / "local" / "demo.yaml"
 
 
 def loaded(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
-    out = tmp_path / "modules.json"
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(out), *args],
+    out = tmp_path / "modules"
+    out.mkdir(exist_ok=True)
+    (out / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    path = os.pathsep.join(p for p in (str(out), os.environ.get("PYTHONPATH")) if p)
+    with subprocess.Popen(
+        [*SRTD, *args],
         cwd=REPO,
-        env=srtd_env(env),
-        capture_output=True,
+        env=srtd_env({**(env or {}), "SRTD_TEST_MODULES": str(out), "PYTHONPATH": path}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, set(json.loads(out.read_text()))
+    ) as proc:
+        proc.communicate(timeout=120)
+    return proc.returncode, set(json.loads((out / f"{proc.pid}.json").read_text()))
 
 
 def heavy(modules: set[str], *packages: str) -> list[str]:
@@ -120,6 +126,25 @@ def test_run_of_a_saved_plan_imports_no_recipe_models_and_no_pydantic(tmp_path: 
     # sampler (csv) for a plan without power telemetry
     assert "inotify_simple" in modules
     assert heavy(modules, "ctypes.util", "tempfile", "srtd.reporting._power", "csv") == []
+    # the job runs in the process `srtd run` execs (srtd/cli/_supervise.py): no click there
+    assert "srtd.cli._supervise" not in modules  # it ran as __main__
+    assert heavy(modules, "click", "srtd.cli._main", "srtd.cli._run") == []
+
+
+def test_the_process_that_runs_a_recipe_s_job_holds_no_recipe_models_and_no_pydantic(tmp_path: Path) -> None:
+    """`srtd run recipe.yaml` plans with the recipe models (pydantic, the engines' table), then
+    execs the supervisor on the plan it wrote: the job's own process never loaded them."""
+    log_dir = tmp_path / "logs"
+    code, modules = loaded(tmp_path, "run", str(DEMO), "--log-dir", str(log_dir), "--plain")
+    assert code == 0
+    assert json.loads((log_dir / "events.jsonl").read_text().splitlines()[-1])["state"] == "succeeded"
+    assert heavy(modules, *RECIPE_MODELS, "srtd.engines", "srtd.topology", "click") == []
+    assert {"srtd.supervisor", "srtd.launch._local", "srtd.attach._server"} <= modules
+    # its HTTP probes' httpx came without httpx's command line (srtd/_httpx.py): click, pygments
+    assert "httpx" in modules
+    assert heavy(modules, "httpx._main", "pygments") == []
+    # pydantic only for the benchmark's results, once it has measured (srtd.results)
+    assert "srtd.results._readers" in modules
 
 
 def test_run_off_a_terminal_imports_no_rich(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.command import supervisor_handover
 from tests.slurm.conftest import (
     custom_job,
     final_job_event,
@@ -63,13 +64,13 @@ def controller_frozen(seconds: float = AWAY) -> Iterator[None]:
 
 
 def srtd_pid(plan: Path) -> int:
-    """The `srtd run <plan>` process of the job (the batch shell, on this machine)."""
+    """The `srtd run <plan>` process of the job (the batch shell, on this machine): by now the
+    supervisor it execs, `python -m srtd.cli._supervise HANDOVER` (the same pid)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-                if b"srtd" in words and str(plan).encode() in words:
-                    return int(entry.name)
+            handover = supervisor_handover(int(entry.name))
+            if handover is not None and handover.get("plan") == str(plan):
+                return int(entry.name)
     raise AssertionError(f"no srtd process runs {plan}")
 
 
