@@ -129,16 +129,15 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
     saved = recipe.suffix == ".json"
     handover = Handover(str(recipe), saved, local, slurm_job, as_json=as_json, plain=plain)
     claim = None
-    if not saved:
-        plan, claim = _plan_recipe(recipe, choice, local)
-        if claim is not None and claim.moved is not None:
-            click.echo(f"srtd: ports offset by {plan.port_offset}: {claim.moved}", err=True)
-        if not local:
-            from srtd.launch import with_srun_lines
-
-            plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
     try:
         if not saved:
+            plan, claim = _plan_recipe(recipe, choice, local)
+            if claim is not None and claim.moved is not None:
+                click.echo(f"srtd: ports offset by {plan.port_offset}: {claim.moved}", err=True)
+            if not local:
+                from srtd.launch import with_srun_lines
+
+                plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
             handover.plan = str(prepare_log_dir(plan) / "plan.json")
             del plan  # not held until the exec: a plan of 1,000 units is megabytes of objects
         _local_path()

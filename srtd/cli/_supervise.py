@@ -57,6 +57,14 @@ class Handover:
     def dumps(self) -> str:
         return json.dumps(asdict(self))
 
+    @classmethod
+    def loads(cls, text: str) -> Handover:
+        """What `dumps` wrote (JSON's lists back to the tuples); ValueError or TypeError otherwise."""
+        handover = cls(**json.loads(text))
+        handover.node_check = (float(handover.node_check[0]), float(handover.node_check[1]))
+        handover.claim = (str(handover.claim[0]), int(handover.claim[1])) if handover.claim else None
+        return handover
+
 
 def hand_over(handover: Handover, claim: PortClaim | None = None) -> int:
     """Exec the supervisor's process on `handover` (the same pid, stdio and environment).
@@ -235,13 +243,9 @@ def supervise(handover: Handover, claim: PortClaim | None = None) -> int:
 def _handover_from(argv: list[str]) -> Handover:
     try:
         (text,) = argv
-        given = json.loads(text)
-        handover = Handover(**given)
-    except (ValueError, TypeError):
+        return Handover.loads(text)
+    except (ValueError, TypeError, IndexError):
         raise UsageError(f"python -m {PROGRAM} is started by `srtd run`, with what it decided") from None
-    handover.node_check = (float(handover.node_check[0]), float(handover.node_check[1]))
-    handover.claim = (str(handover.claim[0]), int(handover.claim[1])) if handover.claim else None
-    return handover
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

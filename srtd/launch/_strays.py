@@ -253,9 +253,7 @@ class Strays:
         self.origins[pid] = unit
         self.graces[unit] = grace
         self.ended_groups.discard(pid)  # a pid used again: this group is a new one
-        recent = self._attempts.get(unit)
-        if recent is None:
-            recent = self._attempts[unit] = []
+        recent = self._attempts.setdefault(unit, [])
         recent.append(pid)
         if len(recent) > REMEMBERED_ATTEMPTS:
             old = recent.pop(0)
