@@ -28,7 +28,8 @@ R = TypeVar("R", bound="Record")
 
 
 class Record:
-    """Base of the plan's frozen dataclasses (declared with `@dataclass(frozen=True, slots=True, kw_only=True)`)."""
+    """Base of the plan's frozen dataclasses, each declared with
+    `@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)`."""
 
     __slots__ = ()
     SPEC: ClassVar[dict[str, s.Spec]]  # every field's spec, in declared order
@@ -46,6 +47,25 @@ class Record:
             new = normalise(value)
             if new is not value:
                 object.__setattr__(self, name, new)
+
+    # Shared by every record instead of generated per class (`eq=False, repr=False` in each
+    # `@dataclass`): each generated method is source compiled at import, and the plan's
+    # records are imported by every command and by the supervisor before its first launch.
+    # They compare, hash and show as the dataclass's would: the fields in declared order.
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.SPEC)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.SPEC)
+        return f"{type(self).__qualname__}({shown})"
 
     @classmethod
     def load(cls: type[R], data: Any, words: Mapping[str, str] = s.JSON_WORDS) -> R:
@@ -78,6 +98,8 @@ def _json_of(value: Any) -> Any:
 def record(cls: type[R]) -> type[R]:
     """Finish a record class (after `@dataclass`): which fields are required, what to normalise."""
     declared = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    if "__eq__" in vars(cls) or "__repr__" in vars(cls):
+        raise TypeError(f"{cls.__name__}: declare it with eq=False, repr=False (Record's are shared)")
     if list(declared) != list(cls.SPEC):
         raise TypeError(f"{cls.__name__}: SPEC must name every field in declared order")
     cls._required = frozenset(

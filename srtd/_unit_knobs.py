@@ -33,7 +33,7 @@ STR_MAP = s.DictOf(STR)
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class TcpProbe(Record):
     """Ready when `port` on `node` accepts a TCP connection."""
 
@@ -45,7 +45,7 @@ class TcpProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class HttpProbe(Record):
     """Ready when GET http://<node>:<port><path> answers `status`."""
 
@@ -59,7 +59,7 @@ class HttpProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class LogProbe(Record):
     """Ready when a complete line of the unit's log matches `pattern`."""
 
@@ -70,7 +70,7 @@ class LogProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class FileProbe(Record):
     """Ready when `path` exists (a file the unit writes on shared storage, seen from `node`)."""
 
@@ -82,7 +82,7 @@ class FileProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Count(Record):
     """One way to read a number out of a JSON health document.
 
@@ -100,7 +100,7 @@ class Count(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class WorkerCountProbe(Record):
     """The frontend gate: a JSON document that counts registered workers.
 
@@ -140,7 +140,7 @@ PROBE = Tagged(
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Readiness(Record):
     probe: Probe
     timeout_seconds: float = 120.0
@@ -150,7 +150,7 @@ class Readiness(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Liveness(Record):
     """Is a ready unit still alive?  Checked once per period, only while it is ready.
 
@@ -187,7 +187,7 @@ class RestartMode(StrEnum):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Restart(Record):
     """How a unit is relaunched when it exits.  Counts are per unit over the job."""
 
@@ -226,7 +226,7 @@ class Restart(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Container(Record):
     """A container image and what is mounted into it (pyxis/enroot semantics)."""
 
@@ -247,7 +247,7 @@ SRUN_OWNED_FLAGS = frozenset((*_STEP_FLAGS, "container-image", "container-name")
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Srun(Record):
     """Knobs the Slurm launcher turns into srun flags; the local launcher ignores them."""
 
@@ -278,7 +278,7 @@ class Srun(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ResultsSpec(Record):
     """Where a benchmark unit leaves what it measured, and how srtd reads it (docs/results.md).
 

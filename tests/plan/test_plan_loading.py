@@ -172,3 +172,14 @@ def test_a_built_plan_with_a_value_no_recipe_refused_does_not_pass_the_check() -
     with pytest.raises(ShapeError, match=r"^units\.0\.terminate_timeout: Input should be greater than or equal to 0$"):
         bad.checked()
     assert plan.checked() is plan
+
+
+def test_records_compare_hash_and_show_field_by_field_as_dataclasses_do() -> None:
+    a, b = HttpProbe(node="n1", port=8000), HttpProbe(node="n1", port=8000)
+    assert a == b and hash(a) == hash(b) and a is not b
+    assert a != replace(a, port=8001) and a != replace(a, path="/ready")
+    assert a.__eq__(Readiness(probe=a)) is NotImplemented  # another record type is never equal
+    assert repr(a) == "HttpProbe(type='http', node='n1', port=8000, path='/health', status=200)"
+    assert {a, b} == {a}
+    with pytest.raises(TypeError, match="unhashable type: 'dict'"):  # as a dataclass with a dict field
+        hash(Plan.loads(LIVENESS.read_text(encoding="utf-8")))
