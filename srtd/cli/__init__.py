@@ -32,9 +32,35 @@ def main() -> None:
     middle of an import."""
     _early_signals.note_interrupts()
     Process.owned = True  # `srtd run` may exec its supervisor in this process (`_supervise.py`)
+    import sys
+
+    plan = saved_plan_alone(sys.argv[1:])
+    if plan is not None:
+        from srtd.cli._supervise import run_saved_plan_here
+
+        run_saved_plan_here(plan)
     from srtd.cli._main import main as command_line
 
     command_line()
+
+
+def saved_plan_alone(args: list[str]) -> str | None:
+    """PLAN when the command line is `srtd run PLAN.json` and nothing else, outside a Slurm
+    allocation: a job whose every choice is the command's default, supervised at once
+    without click (`run_saved_plan_here`).  Whatever else is asked goes through the command
+    line; so does an allocation's job, which reads the cluster's settings (`srtd run`)."""
+    import os
+
+    if len(args) != 2 or args[0] != "run" or args[1].startswith("-") or os.environ.get("SLURM_JOB_ID"):
+        return None
+    return args[1] if is_saved_plan(args[1]) else None
+
+
+def is_saved_plan(path: str) -> bool:
+    """What `srtd run` takes for a plan saved by `srtd plan --json` rather than a recipe."""
+    import os
+
+    return os.path.splitext(path.rstrip("/"))[1] == ".json"
 
 
 def run_program(plan: Plan, launcher: Launcher, **options: Any) -> int:
@@ -54,4 +80,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["exit_status", "main", "run_program"]
+__all__ = ["exit_status", "is_saved_plan", "main", "run_program", "saved_plan_alone"]

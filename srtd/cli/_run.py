@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -9,9 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from srtd.cli import is_saved_plan
 from srtd.cli._inputs import PlanChoice, plan_options, read_inputs, runs_locally
 from srtd.cli._main import cli
-from srtd.cli._supervise import Handover, hand_over, prepare_log_dir
+from srtd.cli._supervise import Handover, add_own_programs_to_path, export_source_dir, hand_over, prepare_log_dir
 from srtd.cli._verdict import located_plan
 from srtd.errors import LaunchError, UsageError
 
@@ -22,25 +22,6 @@ if TYPE_CHECKING:
 
 def _local_job_id() -> str:
     return "local-" + time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-
-
-def _local_path() -> None:
-    # srtd's own programs (srtd-toy-worker, ...) live next to its interpreter; make
-    # them reachable even when its venv is not activated, without shadowing the
-    # user's python3 (which may be the one with Dynamo or vLLM installed).
-    here = str(Path(sys.executable).parent)
-    parts = os.environ.get("PATH", "").split(os.pathsep)
-    if here not in parts:
-        os.environ["PATH"] = os.pathsep.join([*parts, here])
-
-
-def _export_source_dir() -> None:
-    # srt-slurm's batch script exports SRTCTL_SOURCE_DIR and every step inherits it; recipes
-    # name files under it (`bash ${SRTCTL_SOURCE_DIR}/configs/...`).  srtd's units inherit
-    # srtd's environment, so the variable set here reaches each of them (docs/recipe.md).
-    from srtd._source import SOURCE_DIR_VAR, source_dir
-
-    os.environ[SOURCE_DIR_VAR] = source_dir()
 
 
 def _plan_recipe(recipe: Path, choice: PlanChoice, local: bool) -> tuple[Plan, PortClaim | None]:
@@ -125,8 +106,8 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
         raise UsageError("--nodes is for `srtd plan`; `srtd run` uses the allocation it runs in (or this machine)")
     slurm_job = os.environ.get("SLURM_JOB_ID") or None
     local = runs_locally(choice)
-    _export_source_dir()
-    saved = recipe.suffix == ".json"
+    export_source_dir()
+    saved = is_saved_plan(str(recipe))
     handover = Handover(str(recipe), saved, local, slurm_job, as_json=as_json, plain=plain)
     claim = None
     try:
@@ -140,7 +121,7 @@ def run(recipe: Path, choice: PlanChoice, as_json: bool, plain: bool) -> int:
                 plan = with_srun_lines(plan, slurm_job)  # plan.json shows each unit's exact srun line
             handover.plan = str(prepare_log_dir(plan) / "plan.json")
             del plan  # not held until the exec: a plan of 1,000 units is megabytes of objects
-        _local_path()
+        add_own_programs_to_path()
         _settings(handover, choice.cluster_config)
     except BaseException:
         if claim is not None:

@@ -94,6 +94,42 @@ def hand_over(handover: Handover, claim: PortClaim | None = None) -> int:
         raise LaunchError(f"cannot start the supervisor ({sys.executable}): {err.strerror}") from None
 
 
+# --------------------------------------------------------------------------- the job's environment
+
+
+def export_source_dir() -> None:
+    """`$SRTCTL_SOURCE_DIR` for every unit (docs/recipe.md).
+
+    srt-slurm's batch script exports it and every step inherits it; recipes name files under
+    it (`bash ${SRTCTL_SOURCE_DIR}/configs/...`).  srtd's units inherit srtd's environment."""
+    from srtd._source import SOURCE_DIR_VAR, source_dir
+
+    os.environ[SOURCE_DIR_VAR] = source_dir()
+
+
+def add_own_programs_to_path() -> None:
+    """srtd's own programs (srtd-toy-worker, ...) live next to its interpreter: reachable even when
+    its venv is not activated, without shadowing the user's python3 (which may be the one with
+    Dynamo or vLLM installed): appended, never put first."""
+    here = str(Path(sys.executable).parent)
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    if here not in parts:
+        os.environ["PATH"] = os.pathsep.join([*parts, here])
+
+
+def run_saved_plan_here(path: str) -> NoReturn:
+    """`srtd run PLAN.json` alone, on this machine (`srtd.cli.main` saw it before loading click):
+    what the command would decide is fixed (a saved plan, local, the console's defaults, the
+    checks' defaults, no port claim), so the job is supervised in this process, with no
+    command line parsed and no exec (about 50 ms and one interpreter's start sooner)."""
+    _early_signals.catch()
+    export_source_dir()
+    add_own_programs_to_path()
+    code = outcome(partial(supervise, Handover(path, saved=True, local=True)))
+    _early_signals.note_interrupts()  # srtd's last steps out are not interrupted halfway
+    sys.exit(code)
+
+
 # --------------------------------------------------------------------------- the plan file
 
 

@@ -131,6 +131,19 @@ def test_run_of_a_saved_plan_imports_no_recipe_models_and_no_pydantic(tmp_path: 
     assert heavy(modules, "click", "srtd.cli._main", "srtd.cli._run") == []
 
 
+def test_run_of_a_saved_plan_alone_supervises_in_srtds_own_process_without_click(tmp_path: Path) -> None:
+    """`srtd run PLAN.json` and nothing else: no choice is left to the command line, so the job
+    is supervised in the process `srtd` started as, without click and without the exec."""
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
+    maker.unit("once", argv=("true",), marker=False, kind=UnitKind.BENCHMARK)
+    plan = tmp_path / "plan.json"
+    plan.write_text(maker.plan().dumps())
+    code, modules = loaded(tmp_path, "run", str(plan), env={"SRTD_RUNTIME_DIR": str(tmp_path / "rt")})
+    assert code == 0
+    assert "srtd.cli._supervise" in modules  # imported here: it was not exec'd as __main__
+    assert heavy(modules, "click", "srtd.cli._main", "srtd.cli._run", *RECIPE_MODELS, *PYDANTIC) == []
+
+
 def test_the_process_that_runs_a_recipe_s_job_holds_no_recipe_models_and_no_pydantic(tmp_path: Path) -> None:
     """`srtd run recipe.yaml` plans with the recipe models (pydantic, the engines' table), then
     execs the supervisor on the plan it wrote: the job's own process never loaded them."""

@@ -176,8 +176,11 @@ def test_a_built_plan_with_a_value_no_recipe_refused_does_not_pass_the_check() -
 
 def test_records_compare_hash_and_show_field_by_field_as_dataclasses_do() -> None:
     a, b = HttpProbe(node="n1", port=8000), HttpProbe(node="n1", port=8000)
-    assert a == b and hash(a) == hash(b) and a is not b
-    assert a != replace(a, port=8001) and a != replace(a, path="/ready")
+    assert a == b
+    assert hash(a) == hash(b)
+    assert a is not b
+    assert a != replace(a, port=8001)
+    assert a != replace(a, path="/ready")
     assert a.__eq__(Readiness(probe=a)) is NotImplemented  # another record type is never equal
     assert repr(a) == "HttpProbe(type='http', node='n1', port=8000, path='/health', status=200)"
     assert {a, b} == {a}
