@@ -1,6 +1,7 @@
 """Side by side with supervisord and circus, on what all three can express.
 
-- start N processes: from launching the supervisor to the last process's first line;
+- start N processes: from launching the supervisor to the last process's first line (its
+  configuration, srtd's plan.json, supervisord.conf or circus.ini, is written before);
 - crash and restart: a process that exits 0.2 s after it starts, from its exit to
   its next start (srtd with `backoff_seconds: 0`, as the peers restart at once);
 - CPU and RSS of the supervisor (with its helper processes: srtd's guardian) while
@@ -46,7 +47,8 @@ from tests.command import SRTD
 IDLE_SH = 'echo start $(date +%s.%N) >> "$1"\nexec sleep "3600.$2"\n'
 CRASH_SH = 'echo start $(date +%s.%N) >> "$1"\nsleep 0.2\necho exit $(date +%s.%N) >> "$1"\nexit 3\n'
 
-Starter = Callable[[Path, list[tuple[str, str]], bool], subprocess.Popen[bytes]]
+# writes the supervisor's configuration for these programs; returns the command that starts it
+Configure = Callable[[Path, list[tuple[str, str]], bool], list[str]]
 
 
 # ---------------------------------------------------------------- the three supervisors
@@ -61,7 +63,7 @@ def _ours(cmd: str, root: Path) -> bool:
     return str(root) in cmd or f"3600.{_token(root)}" in cmd
 
 
-def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> subprocess.Popen[bytes]:
+def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
     restart = Restart(policy=RestartMode.ON_FAILURE, max_restarts=100000, backoff_seconds=0.0)
     fields: dict[str, Any] = {"restart": restart} if crash else {}
     units = [
@@ -69,10 +71,10 @@ def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> subproces
     ]
     path = root / "plan.json"
     path.write_text(plan(units, root / "logs", hold=True, name="peers").dumps())
-    return subprocess.Popen([*SRTD, "run", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [*SRTD, "run", str(path)]
 
 
-def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> subprocess.Popen[bytes]:
+def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
     conf = [
         "[supervisord]",
         "nodaemon=true",
@@ -102,10 +104,10 @@ def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> su
     path = root / "supervisord.conf"
     path.write_text("\n".join(conf))
     exe = shutil.which("supervisord", path=os.path.dirname(sys.executable)) or "supervisord"
-    return subprocess.Popen([exe, "-c", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [exe, "-c", str(path)]
 
 
-def _circus(root: Path, programs: list[tuple[str, str]], crash: bool) -> subprocess.Popen[bytes]:
+def _circus(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
     conf = [
         "[circus]",
         f"endpoint = ipc://{root}/circus-endpoint",
@@ -132,10 +134,14 @@ def _circus(root: Path, programs: list[tuple[str, str]], crash: bool) -> subproc
     path = root / "circus.ini"
     path.write_text("\n".join(conf))
     exe = shutil.which("circusd", path=os.path.dirname(sys.executable)) or "circusd"
-    return subprocess.Popen([exe, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [exe, str(path)]
 
 
-PEERS: dict[str, tuple[Starter, str | None]] = {
+def _start(argv: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+PEERS: dict[str, tuple[Configure, str | None]] = {
     "srtd": (_srtd, None),
     "supervisord": (_supervisord, "supervisor"),
     "circus": (_circus, "circus"),
@@ -210,13 +216,14 @@ def _scripts(root: Path) -> tuple[str, str]:
 def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, Any]:
     """`n` idle processes under `peer`: time to start them all, then CPU and RSS of the
     supervisor and its helpers over `window` s, from `settle` s after the last one started."""
-    start, _ = PEERS[peer]
+    configure, _ = PEERS[peer]
     with tempfile.TemporaryDirectory(prefix=f"srtd-bench-{peer}-") as tmp:
         root = Path(tmp)
         idle, _ = _scripts(root)
         names = [f"p{i:04d}" for i in range(n)]
-        began = time.time()
-        proc = start(root, [(name, idle) for name in names], False)
+        argv = configure(root, [(name, idle) for name in names], False)
+        began = time.time()  # the configuration is written: from the supervisor's launch
+        proc = _start(argv)
         try:
             if not wait_until(lambda: all((root / f"{n_}.marks").exists() for n_ in names), 300, step=0.05):
                 raise RuntimeError(f"{peer}: not every one of {n} processes started")
@@ -249,11 +256,11 @@ def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, 
 
 
 def crash_workload(peer: str, restarts: int, timeout: float) -> dict[str, Any]:
-    start, _ = PEERS[peer]
+    configure, _ = PEERS[peer]
     with tempfile.TemporaryDirectory(prefix=f"srtd-bench-{peer}-") as tmp:
         root = Path(tmp)
         _, crash = _scripts(root)
-        proc = start(root, [("crash", crash)], True)
+        proc = _start(configure(root, [("crash", crash)], True))
         marker = root / "crash.marks"
         try:
             wait_until(lambda: sum(1 for e, _ in marks(marker) if e == "start") > restarts, timeout, step=0.1)
