@@ -19,11 +19,12 @@ import contextlib
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +214,11 @@ def _scripts(root: Path) -> tuple[str, str]:
     return str(idle), str(crash)
 
 
-def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, Any]:
-    """`n` idle processes under `peer`: time to start them all, then CPU and RSS of the
-    supervisor and its helpers over `window` s, from `settle` s after the last one started."""
+@contextlib.contextmanager
+def _idle_started(peer: str, n: int, ended: dict[str, int]) -> Iterator[tuple[subprocess.Popen[bytes], Path, float]]:
+    """`n` idle processes under `peer`, every one started: the supervisor, its directory and the
+    seconds from its launch to the last process's first line.  Then stopped, and what was left
+    of them killed (`ended["leftovers"]`: how many)."""
     configure, _ = PEERS[peer]
     with tempfile.TemporaryDirectory(prefix=f"srtd-bench-{peer}-") as tmp:
         root = Path(tmp)
@@ -228,22 +231,30 @@ def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, 
             if not wait_until(lambda: all((root / f"{n_}.marks").exists() for n_ in names), 300, step=0.05):
                 raise RuntimeError(f"{peer}: not every one of {n} processes started")
             last_start = max(t for n_ in names for e, t in marks(root / f"{n_}.marks") if e == "start")
-            time.sleep(max(0.0, last_start + settle - time.time()))  # past the start-up burst
-            own = _own_processes(proc.pid, root)
-            c0, t0 = cpu_sample(own), time.monotonic()
-            time.sleep(window)
-            # helpers started during the window count from zero; none is expected
-            own = sorted(set(own) | set(_own_processes(proc.pid, root)))
-            c1, t1 = cpu_sample(own), time.monotonic()
-            rss = sum(rss_mib(pid) for pid in own if os.path.exists(f"/proc/{pid}"))
-            if proc.poll() is not None:
-                raise RuntimeError(f"{peer} exited ({proc.returncode}) while watching {n} processes")
+            yield proc, root, last_start - began
         finally:
             stop_process(proc)
-            leftovers = _kill_leftovers(root)
+            ended["leftovers"] = _kill_leftovers(root)
+
+
+def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, Any]:
+    """`n` idle processes under `peer`: CPU and RSS of the supervisor and its helpers over
+    `window` s, from `settle` s after the last one started."""
+    ended: dict[str, int] = {}
+    with _idle_started(peer, n, ended) as (proc, root, start_all):
+        time.sleep(settle)  # past the start-up burst
+        own = _own_processes(proc.pid, root)
+        c0, t0 = cpu_sample(own), time.monotonic()
+        time.sleep(window)
+        # helpers started during the window count from zero; none is expected
+        own = sorted(set(own) | set(_own_processes(proc.pid, root)))
+        c1, t1 = cpu_sample(own), time.monotonic()
+        rss = sum(rss_mib(pid) for pid in own if os.path.exists(f"/proc/{pid}"))
+        if proc.poll() is not None:
+            raise RuntimeError(f"{peer} exited ({proc.returncode}) while watching {n} processes")
     spent, gone = cpu_spent(c0, c1)
     return {
-        "start_all_s": round(last_start - began, 3),
+        "start_all_s": round(start_all, 3),
         "window_s": round(t1 - t0, 3),
         "cpu_ms": round(spent / 1e6, 3),
         "cpu_percent": sig3(100 * spent / 1e9 / (t1 - t0)),
@@ -251,7 +262,22 @@ def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, 
         "processes_measured": len(own),
         "threads_measured": len(c1),
         "threads_gone": gone,
-        "leftovers_killed": leftovers,
+        "leftovers_killed": ended["leftovers"],
+    }
+
+
+def start_runs(peers: list[str], n: int, runs: int) -> dict[str, dict[str, Any]]:
+    """Each peer started on `n` idle processes `runs` times, in turn (srtd, supervisord, circus,
+    srtd, ...): the start's median, min and max.  One start is one sample of a noisy machine;
+    taken in turn, a drift in the machine's speed falls on every peer alike."""
+    times: dict[str, list[float]] = {peer: [] for peer in peers}
+    for _ in range(runs):
+        for peer in peers:
+            with _idle_started(peer, n, {}) as (_, _, start_all):
+                times[peer].append(round(start_all, 3))
+    return {
+        peer: {"median_s": round(statistics.median(t), 3), "min_s": min(t), "max_s": max(t), "runs": t}
+        for peer, t in times.items()
     }
 
 
@@ -284,6 +310,10 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
 
 
+# starts timed per size, each peer in turn (`start_runs`): the medians are compared
+START_RUNS = {False: {100: 7, 1000: 3}, True: {100: 3, 1000: 1}}
+
+
 def peers(quick: bool) -> dict[str, Any]:
     sizes = (100, 1000)
     window = 5.0 if quick else 20.0
@@ -298,6 +328,10 @@ def peers(quick: bool) -> dict[str, Any]:
         idle = {str(n): idle_workload(peer, n, window, settle) for n in sizes}
         rows[peer] = {"idle": idle, **crash_workload(peer, restarts, timeout=25.0)}
         print(f"[bench]   {peer}: " + ", ".join(f"{n}: {v['cpu_percent']} %" for n, v in idle.items()), file=sys.stderr)
+    running = [peer for peer, row in rows.items() if "missing" not in row]
+    for size in sizes:
+        for peer, start in start_runs(running, size, START_RUNS[quick][size]).items():
+            rows[peer].setdefault("start", {})[str(size)] = start
     time.sleep(1.0)  # SIGKILLed leftovers of the last run are gone from /proc by now
     left = [
         pid
@@ -313,7 +347,7 @@ def peers(quick: bool) -> dict[str, Any]:
             "crash_restart_p50": _ratio(ours["exit_to_restart"].get("p50_ms"), row["exit_to_restart"].get("p50_ms")),
         }
         for n in map(str, sizes):
-            ratios[peer][f"start_all@{n}"] = _ratio(ours["idle"][n]["start_all_s"], row["idle"][n]["start_all_s"])
+            ratios[peer][f"start_all@{n}"] = _ratio(ours["start"][n]["median_s"], row["start"][n]["median_s"])
             ratios[peer][f"idle_cpu@{n}"] = _ratio(ours["idle"][n]["cpu_percent"], row["idle"][n]["cpu_percent"])
             ratios[peer][f"rss@{n}"] = _ratio(ours["idle"][n]["rss_mib"], row["idle"][n]["rss_mib"])
     met = targets_met(rows, ratios, sizes)
@@ -322,6 +356,7 @@ def peers(quick: bool) -> dict[str, Any]:
         "sizes": list(sizes),
         "window_s": window,
         "settle_s": settle,
+        "start_runs": START_RUNS[quick],
         "cpu_clock": CPU_CLOCK,
         "rows": rows,
         "ratios": ratios,
