@@ -66,10 +66,10 @@ def is_saved_plan(path: str) -> bool:
 def run_program(plan: Plan, launcher: Launcher, **options: Any) -> int:
     """`srtd.supervisor.run` for a program of its own: the exit code, and an error said
     as `srtd run` says it (one `srtd: ` line per problem, mapped to its exit code)."""
-    from srtd.cli._main import exit_status
+    from srtd.cli._outcome import outcome  # the command line's policy, without click
     from srtd.supervisor import run
 
-    return exit_status(lambda: run(plan, launcher, **options))
+    return outcome(lambda: run(plan, launcher, **options))
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from srtd.errors import EXIT_JOB_FAILED
 from srtd.unit import UnitKind
 from tests.attach.helpers import JobProcess
 from tests.command import REPO, SRTD, srtd_env
@@ -43,13 +44,15 @@ PYDANTIC = ("pydantic", "pydantic_core")
 DEMO = REPO / "recipes" / "local" / "demo.yaml"
 
 
-def loaded(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+def loaded(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, program: tuple[str, ...] = SRTD
+) -> tuple[int, set[str]]:
     out = tmp_path / "modules"
     out.mkdir(exist_ok=True)
     (out / "sitecustomize.py").write_text(SITECUSTOMIZE)
     path = os.pathsep.join(p for p in (str(out), os.environ.get("PYTHONPATH")) if p)
     with subprocess.Popen(
-        [*SRTD, *args],
+        [*program, *args],
         cwd=REPO,
         env=srtd_env({**(env or {}), "SRTD_TEST_MODULES": str(out), "PYTHONPATH": path}),
         stdout=subprocess.PIPE,
@@ -142,6 +145,22 @@ def test_run_of_a_saved_plan_alone_supervises_in_srtds_own_process_without_click
     assert code == 0
     assert "srtd.cli._supervise" in modules  # imported here: it was not exec'd as __main__
     assert heavy(modules, "click", "srtd.cli._main", "srtd.cli._run", *RECIPE_MODELS, *PYDANTIC) == []
+
+
+def test_a_program_of_its_own_ends_through_run_program_without_click(tmp_path: Path) -> None:
+    """`srtd.cli.run_program` gives srtd's other programs the command line's exit codes and words
+    (srtd/cli/_outcome.py) without loading the command line."""
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-imports")
+    maker.unit("fails", argv=("sh", "-c", "exit 3"), marker=False, kind=UnitKind.BENCHMARK)
+    plan = tmp_path / "plan.json"
+    plan.write_text(maker.plan().dumps())
+    program = (sys.executable, str(REPO / "tests" / "programs" / "run_plan.py"))
+    code, modules = loaded(tmp_path, str(plan), program=program)
+    assert heavy(modules, "click", "srtd.cli._main") == []
+    maker.root = tmp_path / "again"  # a log directory of its own
+    plan.write_text(maker.plan().dumps())
+    rt = {"SRTD_RUNTIME_DIR": str(tmp_path / "rt")}
+    assert code == loaded(tmp_path, "run", str(plan), "--plain", env=rt)[0] == EXIT_JOB_FAILED
 
 
 def test_the_process_that_runs_a_recipe_s_job_holds_no_recipe_models_and_no_pydantic(tmp_path: Path) -> None:
