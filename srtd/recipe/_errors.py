@@ -87,7 +87,7 @@ def _convert(
         out = []
         for rel, message in ctx.get("problems", []):
             full = (*path, *[p for p in str(rel).split(".") if p]) if rel else path
-            full = tuple(int(p) if isinstance(p, str) and p.isdigit() else p for p in full)
+            full = tuple(int(p) if isinstance(p, str) and p.isascii() and p.isdigit() else p for p in full)
             out.append(positions.problem(message, full, prefer_key=True, variant=variant))
         return out
     if kind == "extra_forbidden":

@@ -42,6 +42,7 @@ def _error_lines(stderr: str) -> list[str]:
 @example(place="service", name="../x")
 @example(place="sweep-value", name="a/b")
 @example(place="override", name="override_x\x00")
+@example(place="role", name="\u00b2")  # a digit to str.isdigit, not to int()
 def test_any_name_loads_or_is_one_recipe_error_at_its_place(place: str, name: str) -> None:
     text = PLACES[place].replace("NAME", json.dumps(name))
     with tempfile.TemporaryDirectory() as tmp:
