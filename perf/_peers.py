@@ -142,6 +142,14 @@ def _start(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _floor(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
+    """srtd's plan, started by perf/_floor.py: the launching alone (for the start only)."""
+    argv = _srtd(root, programs, crash)
+    return [sys.executable, str(Path(__file__).with_name("_floor.py")), argv[-1]]
+
+
+FLOOR = "floor"  # not a peer: timed with the starts, on the same plans, in turn with the peers
+
 PEERS: dict[str, tuple[Configure, str | None]] = {
     "srtd": (_srtd, None),
     "supervisord": (_supervisord, "supervisor"),
@@ -219,7 +227,7 @@ def _idle_started(peer: str, n: int, ended: dict[str, int]) -> Iterator[tuple[su
     """`n` idle processes under `peer`, every one started: the supervisor, its directory and the
     seconds from its launch to the last process's first line.  Then stopped, and what was left
     of them killed (`ended["leftovers"]`: how many)."""
-    configure, _ = PEERS[peer]
+    configure = _floor if peer == FLOOR else PEERS[peer][0]
     with tempfile.TemporaryDirectory(prefix=f"srtd-bench-{peer}-") as tmp:
         root = Path(tmp)
         idle, _ = _scripts(root)
@@ -329,9 +337,13 @@ def peers(quick: bool) -> dict[str, Any]:
         rows[peer] = {"idle": idle, **crash_workload(peer, restarts, timeout=25.0)}
         print(f"[bench]   {peer}: " + ", ".join(f"{n}: {v['cpu_percent']} %" for n, v in idle.items()), file=sys.stderr)
     running = [peer for peer, row in rows.items() if "missing" not in row]
+    floor: dict[str, Any] = {}
     for size in sizes:
-        for peer, start in start_runs(running, size, START_RUNS[quick][size]).items():
-            rows[peer].setdefault("start", {})[str(size)] = start
+        for peer, start in start_runs([*running, FLOOR], size, START_RUNS[quick][size]).items():
+            if peer == FLOOR:
+                floor[str(size)] = start
+            else:
+                rows[peer].setdefault("start", {})[str(size)] = start
     time.sleep(1.0)  # SIGKILLed leftovers of the last run are gone from /proc by now
     left = [
         pid
@@ -357,6 +369,7 @@ def peers(quick: bool) -> dict[str, Any]:
         "window_s": window,
         "settle_s": settle,
         "start_runs": START_RUNS[quick],
+        "floor_start": floor,  # perf/_floor.py: the launching alone
         "cpu_clock": CPU_CLOCK,
         "rows": rows,
         "ratios": ratios,

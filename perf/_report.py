@@ -229,6 +229,25 @@ def _sig(v: Any) -> str:
     return f"{v:.{max(0, 2 - math.floor(math.log10(abs(v))))}f}"
 
 
+def _floor_line(r: dict[str, Any], sizes: list[str]) -> list[str]:
+    """The launching alone (perf/_floor.py), against circus, in the same runs."""
+    floor, circus = r.get("floor_start"), r["rows"].get("circus", {}).get("start")
+    if not floor or not circus:
+        return []
+    said = ", ".join(
+        f"{n} in {_ms(floor[n]['median_s'])} s ({_sig(floor[n]['median_s'] / circus[n]['median_s'])} x circus)"
+        for n in sizes
+        if n in floor and n in circus
+    )
+    return [
+        "The floor of srtd's design, `perf/_floor.py` (an anyio program that reads the same plan and"
+        " only launches each process as srtd's local launcher does, with no graph, journal, console,"
+        f" checks or guardian), started {said}, medians taken in turn with the peers. What srtd"
+        " adds above it is its own cost.",
+        "",
+    ]
+
+
 def _start_runs(r: dict[str, Any]) -> str:
     runs = r.get("start_runs")
     if not runs:
@@ -296,6 +315,7 @@ def _peers(r: dict[str, Any]) -> list[str]:
         ],
     ]
     out += _table(["measure", *peers], rows)
+    out += _floor_line(r, sizes)
     keys = ["crash_restart_p50", *(f"{m}@{n}" for m in ("start_all", "idle_cpu", "rss") for n in sizes)]
     labels = ["crash → restart p50", *(f"{m} {n}" for m in ("start", "CPU", "RSS") for n in sizes)]
     ratio_rows = [[p, *(_sig(v.get(k)) for k in keys)] for p, v in r["ratios"].items()]
@@ -408,20 +428,25 @@ WHY = {
     "plan": "interpreter start and imports (pydantic, the recipe models, click) are"
     " most of the CPU column (see the command line as a whole process); the rest of the wall time is"
     " waiting for a core",
-    "rss": "srtd is below circus at both sizes and within 1.2 x supervisord. The job's process is"
-    " the supervisor `srtd run` execs once it has planned (docs/supervisor.md): it never loads click,"
-    " the recipe models or pydantic. With 100 units it holds about 29.6 MiB and the guardian (a dash"
-    " script) 0.9. Of the 29.6: the interpreter about 9, asyncio with the ssl module anyio imports"
+    "rss": "srtd is below circus at both sizes and within 1.2 x supervisord. The job's process never"
+    " loads click, the recipe models or pydantic (docs/supervisor.md): a saved plan given alone, as"
+    " here, is supervised in the `srtd` process itself; a recipe, in the supervisor `srtd run` execs"
+    " once it has planned. With 100 units it holds about 29.6 MiB and the guardian (a dash script)"
+    " 0.9. Of the 29.6: the interpreter about 9, asyncio with the ssl module anyio imports"
     " unconditionally about 7.5 (ssl alone 4.3: libcrypto's pages and its enums), anyio 2.2, structlog"
     " 1.3 (without rich, colorama and greenlet), inotify_simple 0.4 (without ctypes.util), srtd's own"
     " modules about 2.5. Each unit costs about 11 KiB: anyio's task (its cancel scope and an event),"
     " the attempt's cancel scope, one coroutine chain, the pidfd's reader, the Popen object, the"
     " journal's events",
-    "start_all": "srtd starts 100 processes in 0.8 x circus's time (the target is 0.6), 1000 in 0.47 x."
-    " Before the first launch: the command (interpreter, click, the exec: about 40 ms), the"
-    " supervisor's imports (about 70 ms, 13 of them building the plan's record classes) and the node"
-    " check (9 ms); then each launch blocks the event loop in fork/exec for about 1 ms (setpriv, then"
-    " sh)",
+    "start_all": "with 100 processes srtd's own start is most of the time. Timed inside the"
+    " process (this stop's probe), its first process starts about 0.18 s after `srtd run`: the"
+    " interpreter 10 ms; imports about 125 ms (asyncio and anyio 45, structlog 17, dataclasses with"
+    " inspect 13, srtd's own modules about 35); the plan's check 6 ms; the job's setup 13; the node"
+    " check, a Python process, 13. The 100 launches then take about 0.15 s, 1.5 ms each, what a bare"
+    " loop of `Popen(setpriv ... sh)` takes here: the launching is at its floor (circus takes 3 to 4"
+    " ms a launch, which is why srtd is far ahead at 1000). The line under the table times the floor"
+    " of this design in the same runs: 0.6 x circus at 100 needs about 50 ms of what srtd adds above"
+    " it",
     **_slurm_report.WHY,
 }
 
