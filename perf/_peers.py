@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,8 @@ def _ours(cmd: str, root: Path) -> bool:
     return str(root) in cmd or f"3600.{_token(root)}" in cmd
 
 
-def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
+def _srtd_plan(root: Path, programs: list[tuple[str, str]], crash: bool) -> Path:
+    """srtd's configuration: a saved plan of the programs."""
     restart = Restart(policy=RestartMode.ON_FAILURE, max_restarts=100000, backoff_seconds=0.0)
     fields: dict[str, Any] = {"restart": restart} if crash else {}
     units = [
@@ -72,7 +74,11 @@ def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]
     ]
     path = root / "plan.json"
     path.write_text(plan(units, root / "logs", hold=True, name="peers").dumps())
-    return [*SRTD, "run", str(path)]
+    return path
+
+
+def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
+    return [*SRTD, "run", str(_srtd_plan(root, programs, crash))]
 
 
 def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
@@ -144,8 +150,7 @@ def _start(argv: list[str]) -> subprocess.Popen[bytes]:
 
 def _floor(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
     """srtd's plan, started by perf/_floor.py: the launching alone (for the start only)."""
-    argv = _srtd(root, programs, crash)
-    return [sys.executable, str(Path(__file__).with_name("_floor.py")), argv[-1]]
+    return [sys.executable, str(Path(__file__).with_name("_floor.py")), str(_srtd_plan(root, programs, crash))]
 
 
 FLOOR = "floor"  # not a peer: timed with the starts, on the same plans, in turn with the peers
@@ -222,11 +227,20 @@ def _scripts(root: Path) -> tuple[str, str]:
     return str(idle), str(crash)
 
 
+@dataclass
+class Started:
+    """`n` idle processes under a peer, every one started (`_idle_started`)."""
+
+    proc: subprocess.Popen[bytes]  # the supervisor
+    root: Path  # its directory
+    seconds: float  # from its launch to the last process's first line
+    leftovers: int = 0  # once stopped: how many of the processes were left and killed
+
+
 @contextlib.contextmanager
-def _idle_started(peer: str, n: int, ended: dict[str, int]) -> Iterator[tuple[subprocess.Popen[bytes], Path, float]]:
-    """`n` idle processes under `peer`, every one started: the supervisor, its directory and the
-    seconds from its launch to the last process's first line.  Then stopped, and what was left
-    of them killed (`ended["leftovers"]`: how many)."""
+def _idle_started(peer: str, n: int) -> Iterator[Started]:
+    """`n` idle processes under `peer`, every one started; then the peer stopped and what it
+    left of them killed."""
     configure = _floor if peer == FLOOR else PEERS[peer][0]
     with tempfile.TemporaryDirectory(prefix=f"srtd-bench-{peer}-") as tmp:
         root = Path(tmp)
@@ -235,34 +249,34 @@ def _idle_started(peer: str, n: int, ended: dict[str, int]) -> Iterator[tuple[su
         argv = configure(root, [(name, idle) for name in names], False)
         began = time.time()  # the configuration is written: from the supervisor's launch
         proc = _start(argv)
+        started = Started(proc, root, 0.0)
         try:
             if not wait_until(lambda: all((root / f"{n_}.marks").exists() for n_ in names), 300, step=0.05):
                 raise RuntimeError(f"{peer}: not every one of {n} processes started")
-            last_start = max(t for n_ in names for e, t in marks(root / f"{n_}.marks") if e == "start")
-            yield proc, root, last_start - began
+            started.seconds = max(t for n_ in names for e, t in marks(root / f"{n_}.marks") if e == "start") - began
+            yield started
         finally:
             stop_process(proc)
-            ended["leftovers"] = _kill_leftovers(root)
+            started.leftovers = _kill_leftovers(root)
 
 
 def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, Any]:
     """`n` idle processes under `peer`: CPU and RSS of the supervisor and its helpers over
-    `window` s, from `settle` s after the last one started."""
-    ended: dict[str, int] = {}
-    with _idle_started(peer, n, ended) as (proc, root, start_all):
+    `window` s, from `settle` s after the last one started (the start is timed by `start_runs`)."""
+    with _idle_started(peer, n) as started:
+        proc = started.proc
         time.sleep(settle)  # past the start-up burst
-        own = _own_processes(proc.pid, root)
+        own = _own_processes(proc.pid, started.root)
         c0, t0 = cpu_sample(own), time.monotonic()
         time.sleep(window)
         # helpers started during the window count from zero; none is expected
-        own = sorted(set(own) | set(_own_processes(proc.pid, root)))
+        own = sorted(set(own) | set(_own_processes(proc.pid, started.root)))
         c1, t1 = cpu_sample(own), time.monotonic()
         rss = sum(rss_mib(pid) for pid in own if os.path.exists(f"/proc/{pid}"))
         if proc.poll() is not None:
             raise RuntimeError(f"{peer} exited ({proc.returncode}) while watching {n} processes")
     spent, gone = cpu_spent(c0, c1)
     return {
-        "start_all_s": round(start_all, 3),
         "window_s": round(t1 - t0, 3),
         "cpu_ms": round(spent / 1e6, 3),
         "cpu_percent": sig3(100 * spent / 1e9 / (t1 - t0)),
@@ -270,7 +284,7 @@ def idle_workload(peer: str, n: int, window: float, settle: float) -> dict[str, 
         "processes_measured": len(own),
         "threads_measured": len(c1),
         "threads_gone": gone,
-        "leftovers_killed": ended["leftovers"],
+        "leftovers_killed": started.leftovers,
     }
 
 
@@ -281,8 +295,8 @@ def start_runs(peers: list[str], n: int, runs: int) -> dict[str, dict[str, Any]]
     times: dict[str, list[float]] = {peer: [] for peer in peers}
     for _ in range(runs):
         for peer in peers:
-            with _idle_started(peer, n, {}) as (_, _, start_all):
-                times[peer].append(round(start_all, 3))
+            with _idle_started(peer, n) as started:
+                times[peer].append(round(started.seconds, 3))
     return {
         peer: {"median_s": round(statistics.median(t), 3), "min_s": min(t), "max_s": max(t), "runs": t}
         for peer, t in times.items()

@@ -291,8 +291,6 @@ def _peers(r: dict[str, Any]) -> list[str]:
 
     def start(n: str) -> list[str]:
         def cell(row: dict[str, Any]) -> str:
-            if n not in row.get("start", {}):  # a result from before the starts were repeated
-                return _ms(row["idle"][n]["start_all_s"])
             s = row["start"][n]
             return f"{_ms(s['median_s'])} ({_ms(s['min_s'])} to {_ms(s['max_s'])})"
 

@@ -1,11 +1,15 @@
 """The `srtd` command line.  Thin: each command parses, calls the library, renders.
 
-Importing this package loads nothing but `signal` (not even `typing`): `main` notes Ctrl-C
+Importing this package loads nothing but `signal` (not even `typing`; `os` and `sys` the
+interpreter has loaded before it runs anything): `main` notes Ctrl-C
 (`srtd._early_signals`) before it imports click and the commands, and whatever is imported
 before that is a moment when a Ctrl-C would still be Python's `KeyboardInterrupt`.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 from srtd import _early_signals
 
@@ -32,8 +36,6 @@ def main() -> None:
     middle of an import."""
     _early_signals.note_interrupts()
     Process.owned = True  # `srtd run` may exec its supervisor in this process (`_supervise.py`)
-    import sys
-
     plan = saved_plan_alone(sys.argv[1:])
     if plan is not None:
         from srtd.cli._supervise import run_saved_plan_here
@@ -49,8 +51,6 @@ def saved_plan_alone(args: list[str]) -> str | None:
     allocation: a job whose every choice is the command's default, supervised at once
     without click (`run_saved_plan_here`).  Whatever else is asked goes through the command
     line; so does an allocation's job, which reads the cluster's settings (`srtd run`)."""
-    import os
-
     if len(args) != 2 or args[0] != "run" or args[1].startswith("-") or os.environ.get("SLURM_JOB_ID"):
         return None
     return args[1] if is_saved_plan(args[1]) else None
@@ -58,8 +58,6 @@ def saved_plan_alone(args: list[str]) -> str | None:
 
 def is_saved_plan(path: str) -> bool:
     """What `srtd run` takes for a plan saved by `srtd plan --json` rather than a recipe."""
-    import os
-
     return os.path.splitext(path.rstrip("/"))[1] == ".json"
 
 

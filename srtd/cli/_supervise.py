@@ -125,7 +125,12 @@ def run_saved_plan_here(path: str) -> NoReturn:
     _early_signals.catch()
     export_source_dir()
     add_own_programs_to_path()
-    code = outcome(partial(supervise, Handover(path, saved=True, local=True)))
+    _supervise_and_exit(Handover(path, saved=True, local=True))
+
+
+def _supervise_and_exit(handover: Handover) -> NoReturn:
+    """The job's exit code as the process's, an error said as `srtd run` says it."""
+    code = outcome(partial(supervise, handover))
     _early_signals.note_interrupts()  # srtd's last steps out are not interrupted halfway
     sys.exit(code)
 
@@ -291,9 +296,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         say(f"srtd: {err}")
         sys.exit(EXIT_INPUT)
     _early_signals.take_over(handover.signals)
-    code = outcome(partial(supervise, handover))
-    _early_signals.note_interrupts()  # srtd's last steps out are not interrupted halfway
-    sys.exit(code)
+    _supervise_and_exit(handover)
 
 
 if __name__ == "__main__":
