@@ -32,11 +32,13 @@ from srtd.cli._outcome import outcome, say
 from srtd.errors import EXIT_INPUT, FileRefused, LaunchError, PlanError, UsageError
 
 if TYPE_CHECKING:
-    from srtd.launch import PortClaim, SlurmLauncher
+    from srtd.launch import EarlyCheck, PortClaim, SlurmLauncher
     from srtd.supervisor import Console, Preflight
     from srtd.unit import Plan
 
 PROGRAM = "srtd.cli._supervise"
+LINES_HELD = 1.0  # seconds an event's line may wait on the console (the journal has it at once) ...
+LINES_QUIET = 0.1  # ... for a pause of this long in the job's events
 
 
 @dataclass
@@ -205,13 +207,15 @@ def _plan_to_run(handover: Handover) -> Plan:
 def run_console(*, as_json: bool, plain: bool) -> Console:
     """`--json`: the journal's lines on stdout.  On a terminal: the attach view of the whole run
     (docs/attach.md).  `--plain`, or into a pipe: one line per event on stderr, and nothing drawn
-    in place (on a terminal the lines console would draw its startup table in place)."""
+    in place (on a terminal the lines console would draw its startup table in place).  A
+    line waits for a pause in the events, and at most `LINES_HELD` s, so that a starting
+    job's launches come first (`TerminalConsole`'s `hold`)."""
     from srtd.supervisor import JsonConsole, TerminalConsole
 
     if as_json:
         return JsonConsole()
     if plain or not sys.stderr.isatty():
-        return TerminalConsole(tty=False)
+        return TerminalConsole(tty=False, hold=LINES_HELD, quiet=LINES_QUIET)
     from srtd.attach import RunView
     from srtd.supervisor import LiveConsole
 
@@ -240,7 +244,7 @@ def _slurm_launcher(plan: Plan, handover: Handover) -> SlurmLauncher:
 
 
 def _preflight(handover: Handover) -> Preflight:
-    from srtd.supervisor import Preflight
+    from srtd.supervisor import Preflight  # light (srtd/supervisor/_preflight_argv.py): before the supervisor loads
 
     given = dict(handover.preflight or {})
     if "memory_flags" in given:
@@ -250,18 +254,25 @@ def _preflight(handover: Handover) -> Preflight:
 
 def supervise(handover: Handover, claim: PortClaim | None = None) -> int:
     """The job, from the handed-over plan to its exit code (`claim`: a local port claim held
-    in this process; one handed over through the exec is `handover.claim`)."""
-    from srtd.attach import serve
-    from srtd.launch import LocalLauncher
-    from srtd.reporting import power_telemetry, publish_results, status_service
-    from srtd.supervisor import run
+    in this process; one handed over through the exec is `handover.claim`).
 
+    Locally, the node's check starts as soon as the plan is read, before the supervisor's
+    modules are imported (`early_checks`)."""
     if handover.claim is not None:
         from srtd.launch import PortClaim as Claim  # (with tempfile: only a recipe run here has one)
 
         claim = Claim.taken_over(*handover.claim)
+    early: list[EarlyCheck] = []
     try:
         plan = _plan_to_run(handover)
+        preflight = _preflight(handover)
+        if handover.local:
+            early = early_checks(plan, preflight)
+        from srtd.attach import serve
+        from srtd.launch import LocalLauncher
+        from srtd.reporting import power_telemetry, publish_results, status_service
+        from srtd.supervisor import run
+
         # the attach socket (srtd attach, ps, stop, restart, tail); status reporting;
         # power telemetry: sampled while the job runs, checked before the publishers see the results
         power_service, check_power = power_telemetry()
@@ -270,15 +281,25 @@ def supervise(handover: Handover, claim: PortClaim | None = None) -> int:
             "console": run_console(as_json=handover.as_json, plain=handover.plain),
             "services": [serve, status_service(), power_service],
             "after_job": [check_power, publish_results],  # reporting.publishers, once the results passed
-            "preflight": _preflight(handover),
+            "preflight": preflight,
         }
         if handover.local:
-            return run(plan, LocalLauncher(), **options)
+            return run(plan, LocalLauncher(early_checks=early), **options)
         launcher = _slurm_launcher(plan, handover)
         return run(plan, launcher, explain=launcher.explain, **options)
     finally:
+        for check in early:  # never asked for: the job ended before its preflight
+            check.discard()
         if claim is not None:
             claim.release()
+
+
+def early_checks(plan: Plan, preflight: Preflight) -> list[EarlyCheck]:
+    """This machine's node checks, started now, as the job's preflight will ask for them."""
+    from srtd.launch import EarlyCheck
+    from srtd.supervisor import node_checks
+
+    return [EarlyCheck(argv) for argv in node_checks(plan, preflight)]
 
 
 def _handover_from(argv: list[str]) -> Handover:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from srtd._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from srtd.launch._early import EarlyCheck
     from srtd.launch._fake import FakeHandle, FakeLauncher, FakeRun, FakeSignal, FakeStart
     from srtd.launch._local import LOCAL_ADDRESS, LocalHandle, LocalLauncher, unit_argv, unit_env
     from srtd.launch._portblock import PORT_OFFSET_STEP, PortClaim, claim_port_block
@@ -66,6 +67,7 @@ _LAZY = {
         "_queue",
     ),
     **dict.fromkeys(("ToolRun", "run_slurm_tool", "slurm_tool"), "_tool"),
+    "EarlyCheck": "_early",  # light: started before the launchers load (srtd/cli/_supervise.py)
 }
 
 
@@ -76,6 +78,7 @@ __all__ = [
     "ENDED_STATES",
     "LOCAL_ADDRESS",
     "PORT_OFFSET_STEP",
+    "EarlyCheck",
     "ExitStatus",
     "FakeHandle",
     "FakeLauncher",

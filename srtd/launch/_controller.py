@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from srtd._structlog import structlog
+from srtd._structlog import get_logger
 from srtd.launch._tool import (
     TOOL_TIMEOUT,
     ToolRun,
@@ -30,7 +30,7 @@ from srtd.launch._tool import (
     slurm_tool,
 )
 
-log = structlog.get_logger("srtd.launch")
+log = get_logger("srtd.launch")
 
 # srun's words when it failed before any task started: a new srun is not a second launch.
 SRUN_BEFORE_STEP = ("Unable to confirm allocation for job", "Unable to create step for job")

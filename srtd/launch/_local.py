@@ -34,12 +34,12 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
 from srtd._files import open_file
-from srtd._structlog import structlog
+from srtd._structlog import get_logger
 from srtd.errors import FileRefused, LaunchError
 from srtd.launch._guardian import Guardian
 from srtd.launch._holders import bind_errno, port_holder
@@ -49,7 +49,10 @@ from srtd.launch._strays import Strays
 from srtd.launch._tool import ToolRun, slurm_tool
 from srtd.unit import Unit
 
-log = structlog.get_logger("srtd.launch")
+if TYPE_CHECKING:
+    from srtd.launch._early import EarlyCheck
+
+log = get_logger("srtd.launch")
 
 LOCAL_ADDRESS = "127.0.0.1"
 _SHUTDOWN_REAP = 2.0
@@ -179,8 +182,12 @@ class LocalLauncher:
         pdeathsig: bool = True,
         guardian_grace: float = 5.0,
         env: Mapping[str, str] | None = None,
+        early_checks: Sequence[EarlyCheck] = (),
     ) -> None:
         self._use_guardian = guardian
+        # checks started before the supervisor was imported (srtd/launch/_early.py): `run_check`
+        # takes one's result for its argv; those never asked for end with the launcher
+        self._early = list(early_checks)
         self._use_pdeathsig = pdeathsig
         self._guardian = Guardian(guardian_grace) if guardian else None
         self._base_env = env
@@ -227,6 +234,9 @@ class LocalLauncher:
             # A job that ended normally has ended its strays already; this one may not have been.
             await self.end_strays(lambda stray: log.warning("ending a stray process", stray=stray.describe()))
             self.strays.end()
+            for check in self._early:
+                check.discard()
+            self._early.clear()
             if self._guardian is not None:
                 proc = self._guardian.close()
                 if proc is not None:
@@ -245,11 +255,18 @@ class LocalLauncher:
         known = set(self._live)
         if self._guardian is not None and self._guardian.pid is not None:
             known.add(self._guardian.pid)
+        known.update(check.pid for check in self._early if check.pid is not None)
         return known
 
     async def run_check(self, node: str, argv: Sequence[str], *, timeout: float) -> ToolRun:
-        """Every node is this machine: the check runs here."""
-        return await slurm_tool(argv, timeout)
+        """Every node is this machine: the check runs here (or ran already: an early check)."""
+        early = next((check for check in self._early if check.argv == tuple(argv)), None)
+        if early is None:
+            return await slurm_tool(argv, timeout)
+        try:
+            return await early.result(timeout)
+        finally:
+            self._early.remove(early)
 
     async def end_strays(self, report: Callable[[Stray], None], hurry: anyio.Event | None = None) -> None:
         with anyio.CancelScope(shield=True):

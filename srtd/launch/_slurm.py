@@ -48,7 +48,7 @@ import anyio
 import anyio.abc
 
 from srtd._files import open_file, open_under
-from srtd._structlog import structlog
+from srtd._structlog import get_logger
 from srtd.errors import FileRefused, LaunchError
 from srtd.launch._controller import Controller, list_steps, parse_duration
 from srtd.launch._nodes import parse_nodes, show_nodes, slurm_addresses, slurmd_targets
@@ -60,7 +60,7 @@ from srtd.launch._srun import STEP_DIR, srun_argv, step_file, step_name, unit_en
 from srtd.launch._tool import ToolRun, slurm_tool
 from srtd.unit import Unit
 
-log = structlog.get_logger("srtd.launch")
+log = get_logger("srtd.launch")
 
 _SWEEP_WAIT = 15.0  # seconds the exit sweep waits for killed steps to leave squeue
 

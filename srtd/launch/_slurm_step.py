@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from srtd._files import OUTPUT_LIMIT, SMALL_LIMIT, read_back
-from srtd._structlog import structlog
+from srtd._structlog import get_logger
 from srtd.errors import EXIT_SIGNAL_BASE, FileRefused, LaunchError
 from srtd.launch._controller import backoff, list_steps, srun_never_reached
 from srtd.launch._process import ChildProcess
@@ -28,7 +28,7 @@ from srtd.unit import Unit
 if TYPE_CHECKING:
     from srtd.launch._slurm import SlurmLauncher
 
-log = structlog.get_logger("srtd.launch")
+log = get_logger("srtd.launch")
 
 STEP_ID_WAIT = 20.0  # seconds start() waits for the wrapper to record its step id
 _POLL = 0.02

@@ -46,11 +46,11 @@ from pathlib import Path
 
 import anyio
 
-from srtd._structlog import structlog
+from srtd._structlog import get_logger
 from srtd.launch._process import pidfd_open
 from srtd.launch._protocol import Stray
 
-log = structlog.get_logger("srtd.launch")
+log = get_logger("srtd.launch")
 
 # <linux/prctl.h>.  ctypes on libc's prctl: python-prctl needs libcap's headers to build,
 # and the one call it would make is these few lines.

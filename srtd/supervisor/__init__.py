@@ -8,7 +8,8 @@ Public surface:
   `console`, `log_watch`, `after_job`)
 - `AfterJob`, `AfterJobFailure`, `AfterJobHook`: what runs after a job that succeeded (the result publishers)
 - `Service`: something that runs beside a job (the attach server), given its `ServicePort`
-- `Preflight`: how the nodes are checked before any unit launches (docs/nodes.md)
+- `Preflight`: how the nodes are checked before any unit launches (docs/nodes.md);
+  `node_checks`: what each node's check runs (light: the plan's types only)
 - `Stop`: a stop request (what signal handlers set)
 - `JobResult`: how the job ended
 - test seams: `Clock`, `SystemClock`, `ScaledClock`; `Console`, `TerminalConsole`,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from srtd.supervisor._console import (
         Console,
         JsonConsole,
-        LiveConsole,
         NullConsole,
         ProgressRow,
         SummaryRow,
@@ -39,9 +39,10 @@ if TYPE_CHECKING:
     )
     from srtd.supervisor._job import Job, JobOptions, Service, check_plan, supervise
     from srtd.supervisor._journal import JOURNAL_NAME, Journal, read_journal
+    from srtd.supervisor._live import LiveConsole
     from srtd.supervisor._outcome import POSTMORTEM_NAME, JobResult
     from srtd.supervisor._port import ServicePort
-    from srtd.supervisor._preflight import Preflight
+    from srtd.supervisor._preflight_argv import Preflight, node_checks
     from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
     from srtd.supervisor._run import STOP_SIGNALS, relay_signals, run
     from srtd.supervisor._tail import LogLine, Tailer, read_tail
@@ -53,15 +54,16 @@ _LAZY = {
     **dict.fromkeys(("AfterJob", "AfterJobFailure", "AfterJobHook"), "_after"),
     **dict.fromkeys(("Clock", "ScaledClock", "SystemClock"), "_clock"),
     **dict.fromkeys(
-        ("Console", "JsonConsole", "LiveConsole", "NullConsole", "ProgressRow", "SummaryRow", "TerminalConsole"),
+        ("Console", "JsonConsole", "NullConsole", "ProgressRow", "SummaryRow", "TerminalConsole"),
         "_console",
     ),
     "event_message": "_console",
+    "LiveConsole": "_live",
     **dict.fromkeys(("Job", "JobOptions", "Service", "check_plan", "supervise"), "_job"),
     **dict.fromkeys(("JOURNAL_NAME", "Journal", "read_journal"), "_journal"),
     **dict.fromkeys(("POSTMORTEM_NAME", "JobResult"), "_outcome"),
     "ServicePort": "_port",
-    "Preflight": "_preflight",
+    **dict.fromkeys(("Preflight", "node_checks"), "_preflight_argv"),
     **dict.fromkeys(("ProbeResult", "check", "count", "evaluate_workers"), "_probes"),
     **dict.fromkeys(("STOP_SIGNALS", "relay_signals", "run"), "_run"),
     **dict.fromkeys(("LogLine", "Tailer", "read_tail"), "_tail"),
@@ -103,6 +105,7 @@ __all__ = [
     "count",
     "evaluate_workers",
     "event_message",
+    "node_checks",
     "read_journal",
     "read_tail",
     "relay_signals",

@@ -1,6 +1,7 @@
 """What a person watching `srtd run` sees.
 
-- One line per state change, rendered by structlog (`12:00:03 [info] decode_0 ready ...`).
+- One line per state change, rendered by structlog (`12:00:03 [info] decode_0 ready ...`);
+  a unit's info lines may be held a moment and written together (`TerminalConsole`'s `hold`).
 - While the job starts: which units wait on what.  On a terminal, a rich Live table
   refreshed in place (refreshed by the job's task, no refresh thread); elsewhere a plain
   line every `plain_interval` seconds.
@@ -11,7 +12,8 @@ rich is imported only to draw on a terminal: off one (under sbatch) `_plain` wri
 same bytes, and a supervisor that draws nothing does not pay for rich.
 
 `LiveConsole`: `srtd run` on a terminal shows the attach view of the whole run instead
-of the lines (`--plain` keeps the lines).  `NullConsole` prints nothing (tests, embedding).
+of the lines (`--plain` keeps the lines; srtd/supervisor/_live.py).  `NullConsole` prints
+nothing (tests, embedding).
 
 On a pipe or a terminal the consoles write through `NonBlockingStream`: a reader that
 stops reading never stalls the job (see `_nbstream`); `close()` gives it a moment to
@@ -24,11 +26,11 @@ import contextlib
 import io
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from srtd._structlog import structlog
+from srtd._structlog import load as load_structlog
 from srtd.events import Event
 from srtd.launch import ExitStatus
 from srtd.supervisor import _plain
@@ -274,8 +276,15 @@ class _Sink:
     info = warning = error = debug = critical = msg
 
 
-class TerminalConsole(_DrawsAtOnce, _StreamWriter):
-    """Lines on `stream` (stderr by default); a live progress view when it is a TTY."""
+class TerminalConsole(_StreamWriter):
+    """Lines on `stream` (stderr by default); a live progress view when it is a TTY.
+
+    `hold`: an event's line may wait, until no event came for `quiet` seconds and at most
+    `hold` seconds, and is written with the lines that came meanwhile (`redraw`, by the job's
+    `keep_drawn` task), or at once before any other line.  A job launching 100 units writes
+    their lines once they are launched instead of between the launches, and its first launch
+    does not wait for structlog, imported with the first line.  An error is never held, and
+    the order of the lines is kept."""
 
     def __init__(
         self,
@@ -284,6 +293,8 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         tty: bool | None = None,
         plain_interval: float = 10.0,
         width: int = 120,
+        hold: float = 0.0,
+        quiet: float = 0.1,
     ) -> None:
         self.stream = _never_blocking(stream if stream is not None else sys.stderr)
         self.tty = self.stream.isatty() if tty is None else tty
@@ -293,14 +304,44 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         self._live: Live | None = None
         self._broken = False
         self._results: list[str] = []  # printed under the end-of-run summary
-        self._log = structlog.wrap_logger(
-            _Sink(self),
-            processors=[
-                structlog.processors.add_log_level,
-                structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
-                structlog.dev.ConsoleRenderer(colors=self.tty, pad_event_to=28),
-            ],
-        )
+        self._hold, self._quiet = hold, quiet
+        self._held: list[tuple[str, str, dict[str, Any]]] = []  # lines not written yet: level, message, fields
+        self._held_since = self._held_last = 0.0  # when the first and the last of them came
+        self._logger: Any = None
+
+    @property
+    def _log(self) -> Any:
+        """The structlog logger that renders a line (made with the first line: see `hold`)."""
+        if self._logger is None:
+            structlog = load_structlog()
+            self._logger = structlog.wrap_logger(
+                _Sink(self),
+                processors=[
+                    structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False),
+                    structlog.dev.ConsoleRenderer(colors=self.tty, pad_event_to=28),
+                ],
+            )
+        return self._logger
+
+    def redraw_due(self) -> float | None:
+        if not self._held:
+            return None
+        return max(0.0, self._release_at() - time.monotonic())
+
+    def redraw(self) -> None:
+        # not while the events keep coming (for at most `hold` s); a timer may fire a hair early
+        if self._held and time.monotonic() >= self._release_at() - 0.001:
+            self._release()
+
+    def _release_at(self) -> float:
+        return min(self._held_since + self._hold, self._held_last + self._quiet)
+
+    def _release(self) -> None:
+        """The held lines, written (before any other line)."""
+        held, self._held = self._held, []
+        for level, message, fields in held:
+            getattr(self._log, level)(message, **fields)
 
     @property
     def _rich(self) -> RichConsole:
@@ -358,9 +399,17 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
             or (event.state == "exited" and (event.signal is not None or event.exit_code not in (0, None)))
         ):
             level = "warning"
+        if self._hold and level != "error":
+            self._held_last = time.monotonic()
+            if not self._held:
+                self._held_since = self._held_last
+            self._held.append((level, message, fields))
+            return
+        self._release()
         getattr(self._log, level)(message, **fields)
 
     def progress(self, rows: Sequence[ProgressRow]) -> None:
+        self._release()
         if not self.tty:
             waiting = [r for r in rows if r.waiting_on]
             if waiting:
@@ -393,14 +442,17 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
                 self._broken = True
 
     def failure(self, text: str) -> None:
+        self._release()
         self._stop_live()
         self._text(text)
 
     def output(self, unit: str, text: str) -> None:
         """A line of a unit whose log is mirrored (`unit.echo`)."""
+        self._release()
         self._line(f"{unit} | {text}")
 
     def summary(self, rows: Sequence[SummaryRow], headline: str) -> None:
+        self._release()
         self._stop_live()
         columns = ("unit", "node", "state", "restarts", "exit", "ready after")
         cells = [(r.unit, r.node, r.state, str(r.restarts), r.exit, _seconds(r.ready_after, ".1f", "-")) for r in rows]
@@ -416,61 +468,9 @@ class TerminalConsole(_DrawsAtOnce, _StreamWriter):
         self._results.append(table.rstrip("\n"))
 
     def close(self) -> None:
+        self._release()
         self._stop_live()
         _drain(self.stream)
-
-
-class LiveConsole(TerminalConsole):
-    """`srtd run` on a terminal: the attach view of the whole run, redrawn in place, then the summary.
-
-    `render(events)` makes the screen from the events so far (srtd.attach's view; the
-    supervisor does not import attach, so the CLI passes it in).  Drawn by the job's
-    task as events come: at once for a job event and for a unit reaching a state it
-    rests in (ready, backoff, failed), otherwise at most every `refresh` seconds (a change
-    held back is drawn once due, by the job's `keep_drawn` task, also when no event
-    follows it); the last screen stays when the job ends, the summary below it.  Only ever on a TTY:
-    into a pipe `srtd run` keeps `TerminalConsole`'s lines.
-    """
-
-    _RESTING = frozenset({"ready", "backoff", "failed"})
-
-    def __init__(self, render: Callable[[Sequence[Event]], Any], stream: IO[str] | None = None, refresh: float = 0.1):
-        super().__init__(stream, tty=True)
-        self.progress_interval = None  # the view shows what each unit waits on
-        self._render = render
-        self._refresh = refresh
-        self._events: list[Event] = []
-        self._drawn = -float("inf")
-        self._dirty = False
-
-    def event(self, event: Event) -> None:
-        self._events.append(event)
-        self._dirty = True
-        now = time.monotonic()
-        if event.unit is None or event.state in self._RESTING or now - self._drawn >= self._refresh:
-            self._draw(now)
-
-    def redraw_due(self) -> float | None:
-        return max(0.0, self._drawn + self._refresh - time.monotonic()) if self._dirty else None
-
-    def redraw(self) -> None:
-        if self._dirty:
-            self._draw(time.monotonic())
-
-    def _draw(self, now: float) -> None:
-        if not self._broken:
-            self._show(self._render(self._events), transient=False)
-        self._drawn, self._dirty = now, False
-
-    def _stop_live(self) -> None:
-        if self._live is not None and self._dirty:
-            self._draw(time.monotonic())
-        super()._stop_live()
-
-    def output(self, unit: str, text: str) -> None:
-        from rich.text import Text
-
-        self._print(Text(f"{unit} | {text}"))  # above the live view
 
 
 def _seconds(value: float | None, spec: str, unknown: str) -> str:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,26 +30,16 @@ from srtd.launch import Launcher, ToolRun
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal
 from srtd.supervisor._outcome import End
+from srtd.supervisor._preflight_argv import CHECK_PROGRAM, Preflight, check_argv, memory_fraction, nodes_to_check
 from srtd.supervisor._unit import UnitRunner
-from srtd.unit import Plan, Unit, UnitKind
+from srtd.unit import Plan
 
 if TYPE_CHECKING:
     from srtd.supervisor._job import Job
 
-# Run by its path with `-I -S`: it needs nothing of srtd's and no site-packages, so it
-# starts in half the time `-m` takes (9 ms against 20), and each job's start waits for it.
-CHECK_PROGRAM = str(Path(__file__).resolve().parents[1] / "launch" / "_node_check.py")
+__all__ = ["CHECK_PROGRAM", "Preflight", "check_argv", "checked_nodes", "memory_fraction", "verdict_of"]
+
 NODE_KEY = "node"  # the journal's `detail.node` (docs/events.md, node events)
-
-
-@dataclass(frozen=True)
-class Preflight:
-    """How `srtd run` checks the nodes: the cluster's settings and the engines' memory flags."""
-
-    budget_seconds: float = 60.0
-    gpu_query: str = "nvidia-smi"
-    memory_flags: tuple[str, ...] = ()
-    python: str = field(default_factory=lambda: sys.executable)
 
 
 @dataclass(frozen=True)
@@ -62,61 +50,6 @@ class NodeVerdict:
     evidence: str | None = None
     seconds: float = 0.0
     notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class NodeNeeds:
-    gpus: tuple[int, ...]  # () with `gpu_check`: every GPU of the node
-    ports: tuple[int, ...]
-    fraction: float
-    gpu_check: bool
-
-
-def memory_fraction(argv: Sequence[str], flags: Sequence[str]) -> float:
-    """The share of GPU memory `argv` asks for with one of `flags` (`--f 0.8` or `--f=0.8`); 0: none."""
-    found = 0.0
-    for i, word in enumerate(argv):
-        for flag in flags:
-            value = word[len(flag) + 1 :] if word.startswith(flag + "=") else None
-            if word == flag and i + 1 < len(argv):
-                value = argv[i + 1]
-            try:
-                found = max(found, float(value)) if value is not None else found
-            except ValueError:
-                continue
-    return found
-
-
-def _needs(units: Sequence[Unit], flags: Sequence[str]) -> NodeNeeds:
-    workers = [u for u in units if u.kind is UnitKind.WORKER]
-    whole = any(not u.gpus for u in workers)
-    gpus = () if whole else tuple(sorted({g for u in workers for g in u.gpus}))
-    ports = tuple(sorted({p for u in units for p in u.ports.values() if p}))
-    fraction = max((memory_fraction(u.argv, flags) for u in workers), default=0.0)
-    return NodeNeeds(gpus, ports, fraction, bool(workers))
-
-
-def node_needs(plan: Plan, node: str, flags: Sequence[str]) -> NodeNeeds:
-    """What the plan gives `node`; for a spare, what any node gives (it may take over any)."""
-    if node in plan.spares:
-        return _needs(plan.units, flags)
-    return _needs([u for u in plan.units if node in u.nodes], flags)
-
-
-def check_argv(settings: Preflight, plan: Plan, node: str) -> list[str]:
-    needs = node_needs(plan, node, settings.memory_flags)
-    return [
-        settings.python,
-        "-I",
-        "-S",
-        CHECK_PROGRAM,
-        f"--node={node}",
-        f"--log-dir={plan.log_dir}",
-        f"--ports={','.join(map(str, needs.ports))}",
-        f"--gpus={','.join(map(str, needs.gpus))}",
-        f"--memory-fraction={needs.fraction:g}",
-        f"--gpu-query={settings.gpu_query if needs.gpu_check else ''}",
-    ]
 
 
 def verdict_of(node: str, run: ToolRun, seconds: float, budget: float) -> NodeVerdict:
@@ -180,7 +113,7 @@ def no_spare_reason(verdict: NodeVerdict) -> str:
 async def run_preflight(plan: Plan, launcher: Launcher, settings: Preflight, journal: Journal) -> Plan | End:
     """The plan to run (failing nodes replaced by spares), or the job's end when a node has no spare."""
     busy = [n for n in plan.allocation if any(n in u.nodes for u in plan.units)]
-    verdicts = await check_nodes(plan, launcher, settings, [*busy, *plan.spares])
+    verdicts = await check_nodes(plan, launcher, settings, nodes_to_check(plan))
     for verdict in verdicts:
         _journal_verdict(journal, plan, verdict)
     good = tuple(v.node for v in verdicts if v.ok and v.node in plan.spares)

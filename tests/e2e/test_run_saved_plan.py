@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
 from srtd.cli import saved_plan_alone
-from srtd.errors import EXIT_INPUT
+from srtd.errors import EXIT_INPUT, EXIT_PREFLIGHT
 from srtd.unit import UnitKind
 from tests.command import REPO, run_srtd
-from tests.supervisor.helpers import PlanMaker
+from tests.supervisor.helpers import PlanMaker, leftover_processes
 
 GOLDEN_SLURM_PLAN = REPO / "tests" / "plan" / "golden" / "recipes__dynamo__etcd-nats.yaml.json"
 
@@ -83,3 +84,30 @@ def test_a_saved_plan_alone_runs_its_job_with_srtds_environment(tmp_path: Path) 
     assert (maker.log_dir / "plan.json").read_text() == plan.read_text()  # copied as it is
     # the unit inherits what `srtd run` exports: the source directory (where srtd started)
     assert json.loads(seen.read_text()) == {"SRTCTL_SOURCE_DIR": os.path.realpath(tmp_path), "SRTD_UNIT": "once"}
+
+
+def test_a_node_that_fails_its_early_check_ends_the_job_before_any_launch(tmp_path: Path) -> None:
+    """The node's check starts before the supervisor loads (srtd/launch/_early.py); its verdict
+    is the preflight's, said and journalled as before, with exit 8 and nothing launched."""
+    maker = PlanMaker(root=tmp_path / "job", token="srtdtest-early-check")
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        maker.unit("svc", argv=("sleep", "60"), marker=False, ports={"http": port})
+        plan = tmp_path / "plan.json"
+        plan.write_text(maker.plan().dumps())
+        env = {"SRTD_RUNTIME_DIR": str(tmp_path / "rt")}
+        done = run_srtd("run", str(plan), cwd=tmp_path, env=env)
+    assert done.returncode == EXIT_PREFLIGHT, done.stderr
+    assert f"node node0 failed preflight: ports: port {port} already in use" in done.stderr
+    events = [json.loads(line) for line in (maker.log_dir / "events.jsonl").read_text().splitlines()]
+    nodes = [e["detail"]["node"] for e in events if "node" in (e.get("detail") or {})]
+    # the check's verdict, then the job's end naming the node and the check
+    assert [(n["node"], n.get("what"), n["check"]) for n in nodes] == [
+        ("node0", "preflight-failed", "ports"),
+        ("node0", None, "ports"),
+    ]
+    assert not [e for e in events if e.get("unit") == "svc" and e["state"] == "starting"]
+    assert (events[-1]["state"], events[-1]["exit_code"]) == ("failed", EXIT_PREFLIGHT)
+    assert leftover_processes("srtdtest-early-check") == []
