@@ -78,7 +78,9 @@ def _srtd_plan(root: Path, programs: list[tuple[str, str]], crash: bool) -> Path
 
 
 def _srtd(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:
-    return [*SRTD, "run", str(_srtd_plan(root, programs, crash))]
+    # the `srtd` command, as the peers are started by theirs (`python -m srtd` where it is not installed)
+    exe = shutil.which("srtd", path=os.path.dirname(sys.executable))
+    return [*([exe] if exe else SRTD), "run", str(_srtd_plan(root, programs, crash))]
 
 
 def _supervisord(root: Path, programs: list[tuple[str, str]], crash: bool) -> list[str]:

@@ -262,7 +262,8 @@ def _peers(r: dict[str, Any]) -> list[str]:
         "Side by side: supervisord and circus",
         r,
         f"The same {' and the same '.join(sizes)} idle processes (`sleep`) under each supervisor"
-        " (installed from PyPI in the bench session), one supervisor at a time. Start: from launching"
+        " (installed from PyPI in the bench session), one supervisor at a time, each started by its"
+        " command (`srtd run plan.json`, `supervisord -c`, `circusd`). Start: from launching"
         " the supervisor (its configuration written) to the last process's first line (srtd's time"
         " includes importing itself, as the peers' does), the median of"
         f" {_start_runs(r)}, the peers taken in turn so that a drift in the machine's speed falls on"
