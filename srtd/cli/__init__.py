@@ -38,6 +38,9 @@ def main() -> None:
     Process.owned = True  # `srtd run` may exec its supervisor in this process (`_supervise.py`)
     plan = saved_plan_alone(sys.argv[1:])
     if plan is not None:
+        from srtd import _gc
+
+        _gc.pause()  # the job's process starts: resumed once its imports and plan are in
         from srtd.cli._supervise import run_saved_plan_here
 
         run_saved_plan_here(plan)

@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from srtd import _early_signals
+from srtd import _early_signals, _gc
 from srtd._files import write_under
 from srtd.cli._outcome import outcome, say
 from srtd.errors import EXIT_INPUT, FileRefused, LaunchError, PlanError, UsageError
@@ -273,6 +273,8 @@ def supervise(handover: Handover, claim: PortClaim | None = None) -> int:
         from srtd.reporting import power_telemetry, publish_results, status_service
         from srtd.supervisor import run
 
+        _gc.resume()  # what the start made (modules, the plan) is frozen: never walked again
+
         # the attach socket (srtd attach, ps, stop, restart, tail); status reporting;
         # power telemetry: sampled while the job runs, checked before the publishers see the results
         power_service, check_power = power_telemetry()
@@ -311,6 +313,7 @@ def _handover_from(argv: list[str]) -> Handover:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    _gc.pause()  # resumed in `supervise`, once the job's imports and plan are in
     try:
         handover = _handover_from(sys.argv[1:] if argv is None else argv)
     except UsageError as err:

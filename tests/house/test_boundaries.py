@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_registry",
         "_lazy",
         "_early_signals",
+        "_gc",
         "patterns",
         "_yaml_depth",
         "_source",
