@@ -37,10 +37,10 @@ if TYPE_CHECKING:
         TerminalConsole,
         event_message,
     )
+    from srtd.supervisor._end import POSTMORTEM_NAME, JobResult
     from srtd.supervisor._job import Job, JobOptions, Service, check_plan, supervise
     from srtd.supervisor._journal import JOURNAL_NAME, Journal, read_journal
     from srtd.supervisor._live import LiveConsole
-    from srtd.supervisor._outcome import POSTMORTEM_NAME, JobResult
     from srtd.supervisor._port import ServicePort
     from srtd.supervisor._preflight_argv import Preflight, node_checks
     from srtd.supervisor._probes import ProbeResult, check, count, evaluate_workers
@@ -61,7 +61,7 @@ _LAZY = {
     "LiveConsole": "_live",
     **dict.fromkeys(("Job", "JobOptions", "Service", "check_plan", "supervise"), "_job"),
     **dict.fromkeys(("JOURNAL_NAME", "Journal", "read_journal"), "_journal"),
-    **dict.fromkeys(("POSTMORTEM_NAME", "JobResult"), "_outcome"),
+    **dict.fromkeys(("POSTMORTEM_NAME", "JobResult"), "_end"),
     "ServicePort": "_port",
     **dict.fromkeys(("Preflight", "node_checks"), "_preflight_argv"),
     **dict.fromkeys(("ProbeResult", "check", "count", "evaluate_workers"), "_probes"),

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from srtd.events import JobState
+from srtd.supervisor._end import End
 from srtd.supervisor._journal import Journal
-from srtd.supervisor._outcome import End
 from srtd.unit import Plan
 
 

@@ -33,7 +33,6 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from srtd._structlog import load as load_structlog
 from srtd.events import Event
 from srtd.launch import ExitStatus
-from srtd.supervisor import _plain
 from srtd.supervisor._nbstream import NonBlockingStream, would_block
 
 if TYPE_CHECKING:
@@ -376,6 +375,8 @@ class TerminalConsole(_StreamWriter):
 
     def _text(self, text: str) -> None:
         """`text` as it is, on lines of their own (no markup: a unit's words may hold brackets)."""
+        from srtd.supervisor import _plain  # (loaded with the first text written)
+
         plain = None if self.tty else _plain.text(text)
         if plain is not None:
             self._write(plain)
@@ -456,6 +457,8 @@ class TerminalConsole(_StreamWriter):
         self._stop_live()
         columns = ("unit", "node", "state", "restarts", "exit", "ready after")
         cells = [(r.unit, r.node, r.state, str(r.restarts), r.exit, _seconds(r.ready_after, ".1f", "-")) for r in rows]
+        from srtd.supervisor import _plain
+
         plain = None if self.tty else _plain.table(headline, columns, cells, getattr(self.stream, "encoding", None))
         if plain is not None:
             self._write(plain)

@@ -1,6 +1,6 @@
 """The job: its state, every unit's task, and the decision when to end.
 
-Around it: the teardown (`_teardown.py`), the report made of the end (`_outcome.py`),
+Around it: the teardown (`_teardown.py`), the end (`_end.py`) and the report made of it (`_outcome.py`),
 what the console shows (`_rows.py`), the control verbs its services use (`_control.py`)
 and the restarts of multi-node groups (`_groups.py`).
 
@@ -37,9 +37,9 @@ from srtd.supervisor._clock import Clock, SystemClock, wait_any
 from srtd.supervisor._console import Console, NullConsole, TerminalConsole
 from srtd.supervisor._control import JobControl
 from srtd.supervisor._diskspace import Level, LogSpaceWatch
+from srtd.supervisor._end import POSTMORTEM_NAME, End, JobResult
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import JOURNAL_NAME, Journal, Listener
-from srtd.supervisor._outcome import POSTMORTEM_NAME, End, JobResult, final_detail, report
 from srtd.supervisor._port import ServicePort
 from srtd.supervisor._preflight import Preflight, checked_nodes
 from srtd.supervisor._probes import http_client, speaks_http
@@ -277,9 +277,7 @@ class Job(ReplacingPort):
             _abandoned(self.journal, e)
             self._close()
             raise
-        detail = await final_detail(self, end)  # a failure's post-mortem too
-        self.journal.emit(None, end.state, exit_code=end.exit_code, reason=end.reason, detail=detail)
-        result = report(self, end)
+        result = await _ended(self, end)
         self._close()
         return result
 
@@ -364,6 +362,15 @@ class Job(ReplacingPort):
     def stopped(self) -> End:
         reason = self.stop.reason or "stop requested"
         return End(JobState.CANCELLED, self.stop.exit_code, reason, time_limit=self.stop.time_limit)
+
+
+async def _ended(job: Job, end: End) -> JobResult:
+    """The job's final event, and the report of its end (loaded as the job ends: srtd/supervisor/_outcome.py)."""
+    from srtd.supervisor._outcome import final_detail, report
+
+    detail = await final_detail(job, end)  # a failure's post-mortem too
+    job.journal.emit(None, end.state, exit_code=end.exit_code, reason=end.reason, detail=detail)
+    return report(job, end)
 
 
 async def _terminals_ended(results: ResultsWatch, terminals: Sequence[UnitRunner]) -> End:

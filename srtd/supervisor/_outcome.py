@@ -1,16 +1,17 @@
-"""How a job ended: the decision (`End`), what `supervise()` returns (`JobResult`), and
-the report made of them (the console's summary, `postmortem.txt` when the job failed)."""
+"""The report made of how a job ended (`End`, `JobResult`: srtd/supervisor/_end.py): the
+console's summary, `postmortem.txt` when the job failed, the final event's detail.  Loaded
+when the job ends, not before its first launch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from srtd.events import Event, JobState, JobView, UnitState
+from srtd.events import JobState, UnitState
 from srtd.supervisor._console import SummaryRow
+from srtd.supervisor._end import POSTMORTEM_NAME, End, JobResult
 from srtd.supervisor._journal import JOURNAL_NAME
 from srtd.supervisor._postmortem import UnitLog, write_postmortem
 from srtd.supervisor._rows import root_cause, summary_rows
@@ -19,45 +20,9 @@ from srtd.supervisor._tail import read_tail
 if TYPE_CHECKING:
     from srtd.supervisor._job import Job
 
-POSTMORTEM_NAME = "postmortem.txt"
 # The post-mortem the final event of a failed job carries (for a collector's job page): bounded
 EVENT_TAIL_LINES = 40
 EVENT_LINE_CHARS = 400
-
-
-@dataclass
-class JobResult:
-    exit_code: int
-    state: JobState
-    reason: str | None
-    culprit: str | None  # the unit that failed the job, or the terminal unit with the worst code
-    view: JobView
-    events: list[Event]
-    log_dir: Path
-    journal: Path
-    postmortem: Path | None = None
-
-
-@dataclass(frozen=True)
-class End:
-    """The job's end decision: its final state and code, and why."""
-
-    state: JobState
-    exit_code: int
-    reason: str
-    culprit: str | None = None
-    time_limit: bool = False
-    extra: dict[str, Any] | None = None  # the results gate's facts (the point that failed it)
-
-    @property
-    def detail(self) -> dict[str, Any] | None:
-        """The final job event's detail: the failure's culprit, or that time ran out."""
-        detail: dict[str, Any] = dict(self.extra or {})
-        if self.culprit:
-            detail["culprit"] = self.culprit
-        if self.time_limit:
-            detail["time_limit"] = True
-        return detail or None
 
 
 def _postmortem(job: Job, end: End, rows: list[SummaryRow]) -> Path | None:

@@ -27,9 +27,9 @@ from srtd._files import write_under
 from srtd.errors import EXIT_PREFLIGHT, FileRefused
 from srtd.events import JobState
 from srtd.launch import Launcher, ToolRun
+from srtd.supervisor._end import End
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal
-from srtd.supervisor._outcome import End
 from srtd.supervisor._preflight_argv import CHECK_PROGRAM, Preflight, check_argv, memory_fraction, nodes_to_check
 from srtd.supervisor._unit import UnitRunner
 from srtd.unit import Plan

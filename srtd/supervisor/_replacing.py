@@ -34,11 +34,11 @@ import anyio.abc
 from srtd.events import UnitState
 from srtd.results import resolve
 from srtd.supervisor._attempt import AttemptEnd
-from srtd.supervisor._replace import Replacement, choose_spare, decide
 from srtd.unit import Condition, Edge
 
 if TYPE_CHECKING:
     from srtd.supervisor._job import Job
+    from srtd.supervisor._replace import Replacement
     from srtd.supervisor._results import ResultsWatch
     from srtd.supervisor._unit import UnitRunner
 
@@ -85,6 +85,8 @@ class Replacer:
         return self.not_replaced.get(node, "")
 
     def _decide(self, node: str, reason: str) -> Replacement | None:
+        from srtd.supervisor._replace import choose_spare, decide  # a node was lost: loaded then
+
         job = self.job
         on_node = [u.name for u in job.plan.units if node in u.nodes and not u.on_teardown]
         if job.stopping:

@@ -14,7 +14,6 @@ import anyio
 from srtd.events import JobState, JobView, UnitState
 from srtd.launch import ExitStatus
 from srtd.supervisor._console import Console, ProgressRow, SummaryRow
-from srtd.supervisor._postmortem import culprit_block
 from srtd.supervisor._probes import describe
 from srtd.unit import LogProbe
 
@@ -110,6 +109,8 @@ def culprit_text(
     culprit = root_cause(runners, culprit)
     fatal = first_fatal[1] if first_fatal and culprit == first_fatal[0] else None
     log: Path | None = runners[culprit].log_path if culprit is not None and culprit in runners else None
+    from srtd.supervisor._postmortem import culprit_block  # a failure's words: loaded when one is said
+
     return culprit_block(reason=reason, culprit=culprit, view=view, fatal_line=fatal, log=log)
 
 

@@ -19,7 +19,6 @@ from srtd.launch import ExitStatus, Handle
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import within
 from srtd.supervisor._flag import Flag
-from srtd.supervisor._liveness import LivenessWatcher
 from srtd.supervisor._probes import NudgeBucket, ProbePacer, check, describe
 from srtd.supervisor._tail import LogLine, Tailer
 from srtd.unit import FileProbe, HttpProbe, Liveness, LogProbe, Readiness, TcpProbe, WorkerCountProbe
@@ -143,6 +142,8 @@ async def watch_liveness(
     port = runner.port
     probe = liveness.probe
     host = None if probe is None or isinstance(probe, LogProbe) else port.address(probe.node)
+    from srtd.supervisor._liveness import LivenessWatcher  # only a unit with a liveness probe loads it
+
     watcher = LivenessWatcher(liveness, clock=port.clock, http=port.http, host=host, generation=generation)
     with tailer.watch(watcher.on_line):
         verdict = await watcher.run(lambda: port.stopping)
