@@ -438,14 +438,17 @@ WHY = {
     " the attempt's cancel scope, one coroutine chain, the pidfd's reader, the Popen object, the"
     " journal's events",
     "start_all": "with 100 processes srtd's own start is most of the time. Timed inside the"
-    " process (this stop's probe), its first process starts about 0.18 s after `srtd run`: the"
-    " interpreter 10 ms; imports about 125 ms (asyncio and anyio 45, structlog 17, dataclasses with"
-    " inspect 13, srtd's own modules about 35); the plan's check 6 ms; the job's setup 13; the node"
-    " check, a Python process, 13. The 100 launches then take about 0.15 s, 1.5 ms each, what a bare"
-    " loop of `Popen(setpriv ... sh)` takes here: the launching is at its floor (circus takes 3 to 4"
-    " ms a launch, which is why srtd is far ahead at 1000). The line under the table times the floor"
-    " of this design in the same runs: 0.6 x circus at 100 needs about 50 ms of what srtd adds above"
-    " it",
+    " process (perf's probe of this stop), its first process starts about 0.14 s after `srtd run`:"
+    " the interpreter 10 ms; srtd.cli._supervise's imports 28 (json, dataclasses with inspect,"
+    " pathlib, typing); the plan's records imported, the plan read and checked 20; the node's check"
+    " started 5 (it runs on the other core meanwhile: its verdict is ready when preflight asks, 1"
+    " ms); the supervisor's modules 45; the event loop and the job's setup 29 (asyncio and anyio's"
+    " backend about 20 of it, which the floor pays too); the first launch 3. The cyclic collector is"
+    " paused through all of it and the console's lines wait for the burst. The 100 launches then take"
+    " about 0.14 s, 1.4 ms each, what a bare loop of `Popen(setpriv ... sh)` takes here. What is left"
+    " above the floor (the line under the table) is import time: srtd's own modules, about 60 ms, a"
+    " third of it the methods `dataclasses` generates for 48 classes (the plan's records among"
+    " them)",
     **_slurm_report.WHY,
 }
 
