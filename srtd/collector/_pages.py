@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -23,6 +24,22 @@ from srtd.collector._html import esc, page
 from srtd.collector._jobpage import job_view
 
 STATIC = Path(__file__).with_name("static")
+
+
+class _AnyText(Convertor[str]):
+    """A path parameter that is any text, line breaks too: a sweep is a job's name, which may hold
+    one, and Starlette's `path` (`.*`) stops at a newline, so its page was a 404."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("srtd_text", _AnyText())
 LOGIN_BODY = 4096  # a login form's body: one token
 
 
@@ -92,7 +109,7 @@ ROUTES: list[BaseRoute] = [
     Route("/", index, methods=["GET"]),
     Route("/login", login, methods=["GET", "POST"]),
     Route("/jobs/{job_id:path}", job_page, methods=["GET"]),
-    Route("/sweeps/{sweep:path}", sweep_page, methods=["GET"]),
+    Route("/sweeps/{sweep:srtd_text}", sweep_page, methods=["GET"]),
     Route("/compare", compare_page, methods=["GET"]),
     Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
 ]

@@ -215,3 +215,16 @@ async def test_the_assets_ship_in_the_package(api: httpx.AsyncClient) -> None:
     assert script.status_code == 200
     assert "X-Fragment" in script.text
     assert (await api.get("/static/style.css")).headers["content-type"].startswith("text/css")
+
+
+@pytest.mark.parametrize("name", ["\n0", "a\nb", "tab\there", "line\r\nend"])
+async def test_a_sweep_named_with_a_line_break_has_its_page(api: httpx.AsyncClient, name: str) -> None:
+    """A sweep is a job's name, any text (hypothesis found "\\n0"): its link from the jobs
+    table must reach its page, which a path parameter of `.*` (no newline) did not."""
+    body = {"job_id": "nl-1", "job_name": name, "cluster": "lab", "submitted_at": "2026-11-30T01:00:00"}
+    assert (await api.post("/api/jobs", json=body)).status_code in (200, 201)
+    meta = {"variant": "concurrency=4"}
+    assert (await api.put("/api/jobs/nl-1", json=put("starting", metadata=meta))).status_code == 200
+    page = await api.get("/sweeps/" + quote(name, safe=""))
+    assert page.status_code == 200
+    assert ">concurrency=4</a>" in page.text
