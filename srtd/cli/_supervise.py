@@ -297,11 +297,19 @@ def supervise(handover: Handover, claim: PortClaim | None = None) -> int:
 
 
 def early_checks(plan: Plan, preflight: Preflight) -> list[EarlyCheck]:
-    """This machine's node checks, started now, as the job's preflight will ask for them."""
+    """This machine's node checks, started now, as the job's preflight will ask for them.  One
+    that cannot be set up here (no memory file: the process is out of descriptors) is left to
+    the preflight, which runs it the usual way and says what went wrong."""
     from srtd.launch import EarlyCheck
     from srtd.supervisor import node_checks
 
-    return [EarlyCheck(argv) for argv in node_checks(plan, preflight)]
+    started = []
+    for argv in node_checks(plan, preflight):
+        try:
+            started.append(EarlyCheck(argv))
+        except OSError:
+            continue
+    return started
 
 
 def _handover_from(argv: list[str]) -> Handover:

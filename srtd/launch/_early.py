@@ -29,11 +29,17 @@ class EarlyCheck:
     """One check's process, started at once; `result` awaits it, `discard` ends it unread."""
 
     def __init__(self, argv: Sequence[str]) -> None:
+        """Started at once; OSError (and nothing left open) when its memory files cannot be made."""
         self.argv = tuple(argv)
-        self._files: tuple[int, int] | None = (os.memfd_create("srtd-check-out"), os.memfd_create("srtd-check-err"))
+        out = os.memfd_create("srtd-check-out")
+        try:
+            err = os.memfd_create("srtd-check-err")
+        except OSError:
+            os.close(out)
+            raise
+        self._files: tuple[int, int] | None = (out, err)
         self._refused: tuple[str, bool] | None = None  # why it could not start, and whether it is missing
         self.popen: subprocess.Popen[bytes] | None = None
-        out, err = self._files
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True)
         except FileNotFoundError:

@@ -4,6 +4,7 @@ check again, and one nobody asked for (or that outran its time) is killed and re
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -95,3 +96,60 @@ def test_discard_is_idempotent_and_closes_its_files() -> None:
     check.discard()
     check.discard()
     assert len(before - set(os.listdir("/proc/self/fd"))) == 2  # the two memory files
+
+
+def test_a_check_whose_memory_files_cannot_be_made_leaves_nothing_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = []
+
+    def second_refused(name: str, flags: int = os.MFD_CLOEXEC) -> int:
+        if made:
+            raise OSError(errno.EMFILE, "Too many open files")
+        made.append(real(name, flags))
+        return made[-1]
+
+    real = os.memfd_create
+    monkeypatch.setattr("srtd.launch._early.os.memfd_create", second_refused)
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="Too many open files"):
+        EarlyCheck(["sleep", "60"])
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert not child_running("sleep 60")  # nothing was started either
+
+
+def test_a_check_that_cannot_start_early_is_left_to_the_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """srtd run starts what it can: a node whose early check cannot be set up is checked by
+    the preflight itself (`LocalLauncher.run_check` runs an argv it was not given)."""
+    from srtd.cli._supervise import early_checks
+    from srtd.supervisor import Preflight, node_checks
+    from tests.supervisor.helpers import PlanMaker
+
+    maker = PlanMaker(root=Path("/tmp/srtd-early-unused"), token="srtdtest-early")
+    maker.unit("svc", argv=("sleep", "1"), marker=False)
+    plan = maker.plan()
+    started = early_checks(plan, Preflight())
+    assert [c.argv for c in started] == [tuple(argv) for argv in node_checks(plan, Preflight())]
+    assert len(started) == 1  # the one node
+    for check in started:
+        check.discard()
+
+    def refused(name: str, flags: int = 0) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr("srtd.launch._early.os.memfd_create", refused)
+    assert early_checks(plan, Preflight()) == []
+
+
+def child_running(command: str) -> bool:
+    """A child of this process running `command`."""
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        if stat[1] == me and cmdline == command:
+            return True
+    return False
