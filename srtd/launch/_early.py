@@ -38,14 +38,12 @@ class EarlyCheck:
             os.close(out)
             raise
         self._files: tuple[int, int] | None = (out, err)
-        self._refused: tuple[str, bool] | None = None  # why it could not start, and whether it is missing
+        self._refused: OSError | None = None  # why it could not start
         self.popen: subprocess.Popen[bytes] | None = None
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, close_fds=True)
-        except FileNotFoundError:
-            self._refused = (f"{self.argv[0]} not found", True)
         except OSError as e:
-            self._refused = (f"{self.argv[0]}: {e.strerror or e}", False)
+            self._refused = e
 
     @property
     def pid(self) -> int | None:
@@ -57,12 +55,12 @@ class EarlyCheck:
         import anyio
 
         from srtd.launch._process import ChildProcess
-        from srtd.launch._tool import ToolRun
+        from srtd.launch._tool import ToolRun, refused_run, timed_out_run
 
         try:
             if self.popen is None:
-                said, missing = self._refused or ("", False)
-                return ToolRun(self.argv, None, "", said, missing=missing)
+                assert self._refused is not None
+                return refused_run(self.argv, self._refused)
             child = ChildProcess(self.popen)
             try:
                 with anyio.move_on_after(timeout):
@@ -74,7 +72,7 @@ class EarlyCheck:
                         self.popen.kill()
                     with anyio.CancelScope(shield=True):
                         await child.wait()
-            return ToolRun(self.argv, None, "", f"{self.argv[0]} timed out after {timeout:g} s")
+            return timed_out_run(self.argv, timeout)
         finally:
             self.discard()
 

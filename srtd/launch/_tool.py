@@ -71,6 +71,17 @@ class ToolRun:
         return "no answer" if self.code is None else f"exit status {self.code}"
 
 
+def refused_run(words: tuple[str, ...], err: OSError) -> ToolRun:
+    """A command that could not be started: missing, or refused by the system."""
+    if isinstance(err, FileNotFoundError):
+        return ToolRun(words, None, "", f"{words[0]} not found", missing=True)
+    return ToolRun(words, None, "", f"{words[0]}: {err.strerror or err}")
+
+
+def timed_out_run(words: tuple[str, ...], timeout: float) -> ToolRun:
+    return ToolRun(words, None, "", f"{words[0]} timed out after {timeout:g} s")
+
+
 async def slurm_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT, input: bytes | None = None) -> ToolRun:
     """Run a Slurm command to its end (at most `timeout` s); `input` is its stdin, else nothing."""
     words = tuple(argv)
@@ -80,13 +91,11 @@ async def slurm_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT, input: 
                 done = await anyio.run_process(list(words), check=False, stdin=subprocess.DEVNULL)
             else:
                 done = await anyio.run_process(list(words), check=False, input=input)
-        except FileNotFoundError:
-            return ToolRun(words, None, "", f"{words[0]} not found", missing=True)
         except OSError as e:
-            return ToolRun(words, None, "", f"{words[0]}: {e.strerror or e}")
+            return refused_run(words, e)
         out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
         return ToolRun(words, done.returncode, out, err)
-    return ToolRun(words, None, "", f"{words[0]} timed out after {timeout:g} s")
+    return timed_out_run(words, timeout)
 
 
 def run_slurm_tool(argv: Sequence[str], timeout: float = TOOL_TIMEOUT, input: bytes | None = None) -> ToolRun:

@@ -30,7 +30,14 @@ from srtd.launch import Launcher, ToolRun
 from srtd.supervisor._end import End
 from srtd.supervisor._groups import Groups
 from srtd.supervisor._journal import Journal
-from srtd.supervisor._preflight_argv import CHECK_PROGRAM, Preflight, check_argv, memory_fraction, nodes_to_check
+from srtd.supervisor._preflight_argv import (
+    CHECK_PROGRAM,
+    Preflight,
+    busy_nodes,
+    check_argv,
+    memory_fraction,
+    nodes_to_check,
+)
 from srtd.supervisor._unit import UnitRunner
 from srtd.unit import Plan
 
@@ -112,7 +119,7 @@ def no_spare_reason(verdict: NodeVerdict) -> str:
 
 async def run_preflight(plan: Plan, launcher: Launcher, settings: Preflight, journal: Journal) -> Plan | End:
     """The plan to run (failing nodes replaced by spares), or the job's end when a node has no spare."""
-    busy = [n for n in plan.allocation if any(n in u.nodes for u in plan.units)]
+    busy = busy_nodes(plan)
     verdicts = await check_nodes(plan, launcher, settings, nodes_to_check(plan))
     for verdict in verdicts:
         _journal_verdict(journal, plan, verdict)

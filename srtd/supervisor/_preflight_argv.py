@@ -85,11 +85,16 @@ def check_argv(settings: Preflight, plan: Plan, node: str) -> list[str]:
     ]
 
 
+def busy_nodes(plan: Plan) -> list[str]:
+    """The allocation's nodes that carry units, in its order."""
+    return [n for n in plan.allocation if any(n in u.nodes for u in plan.units)]
+
+
 def nodes_to_check(plan: Plan) -> list[str]:
     """The nodes preflight checks: those the units run on, then the spares; none without preflight."""
     if not plan.preflight:
         return []
-    return [*(n for n in plan.allocation if any(n in u.nodes for u in plan.units)), *plan.spares]
+    return [*busy_nodes(plan), *plan.spares]
 
 
 def node_checks(plan: Plan, settings: Preflight) -> list[list[str]]:
