@@ -23,6 +23,7 @@ from dataclasses import MISSING, fields
 from typing import Any, ClassVar, TypeVar
 
 from srtd import _shape as s
+from srtd._value import describe_fields, equal_by_fields, hash_by_fields, repr_by_fields
 
 R = TypeVar("R", bound="Record")
 
@@ -49,23 +50,11 @@ class Record:
                 object.__setattr__(self, name, new)
 
     # Shared by every record instead of generated per class (`eq=False, repr=False` in each
-    # `@dataclass`): each generated method is source compiled at import, and the plan's
-    # records are imported by every command and by the supervisor before its first launch.
-    # They compare, hash and show as the dataclass's would: the fields in declared order.
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.SPEC)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.SPEC)
-        return f"{type(self).__qualname__}({shown})"
+    # `@dataclass`, srtd/_value.py): they compare, hash and show as the dataclass's would, the
+    # fields in declared order (`record` describes them).
+    __eq__ = equal_by_fields
+    __hash__ = hash_by_fields
+    __repr__ = repr_by_fields
 
     @classmethod
     def load(cls: type[R], data: Any, words: Mapping[str, str] = s.JSON_WORDS) -> R:
@@ -106,6 +95,7 @@ def record(cls: type[R]) -> type[R]:
         name for name, f in declared.items() if f.default is MISSING and f.default_factory is MISSING
     )
     cls._normalise = tuple((name, n) for name, spec in cls.SPEC.items() if (n := _normaliser(spec)) is not None)
+    describe_fields(cls)
     return cls
 
 

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from ruamel.yaml.constructor import ConstructorError, DuplicateKeyError, RoundTr
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
+from srtd._value import value_class
 from srtd._yaml_depth import deepest
 from srtd.errors import Problem, RecipeError
 
@@ -42,7 +43,7 @@ MAX_DEPTH = 64
 MAX_DIGITS = 100
 
 
-@dataclass
+@value_class(frozen=False)
 class Positions:
     """1-based (line, column) of every key and value of one document."""
 
@@ -178,7 +179,7 @@ class _OverBudget(Exception):
         self.key = key
 
 
-@dataclass
+@value_class(frozen=False)
 class _Budget:
     """What the document has cost so far: aliases are expanded, so each copy counts."""
 

@@ -12,10 +12,11 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from srtd._source import source_dir
+from srtd._value import value_class
 from srtd.cluster import Cluster
 from srtd.layout import Place, log_file
 from srtd.recipe import Recipe
@@ -31,7 +32,7 @@ def _looks_like_image(value: str) -> bool:
     return "/" in value or value.endswith(".sqsh") or ":" in value or "#" in value
 
 
-@dataclass
+@value_class(frozen=False)
 class PlanContext:
     recipe: Recipe
     cluster: Cluster

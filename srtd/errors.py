@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from srtd._value import value_class
 
 # Exit codes: documented in docs/exit-codes.md, and nowhere else decided.
 EXIT_OK = 0
@@ -36,7 +38,7 @@ def exit_for_signal(signum: int) -> int:
 SHOWN_VARIANT = 100  # characters of a variant's name in a message
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class Problem:
     """One thing wrong with an input file, pinned to where it is."""
 

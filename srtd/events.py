@@ -16,12 +16,13 @@ Like `srtd.unit`, this module imports nothing of srtd's but `srtd._shape`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from enum import StrEnum
 from typing import Any, TypedDict
 
 from srtd import _shape as s
 from srtd._json import TooDeep, loads_bounded
+from srtd._value import value_class
 
 JOURNAL_FORMAT = 1
 JOURNAL_DEPTH = 64  # objects and arrays inside each other in one journal line; srtd writes a handful
@@ -120,7 +121,7 @@ EVENT = s.Obj(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class(kw_only=True, slots=True)
 class Event:
     """One state change.  `unit` is None for job-level events."""
 
@@ -166,7 +167,7 @@ class Event:
 _FIELDS = tuple(f.name for f in fields(Event))
 
 
-@dataclass(slots=True)
+@value_class(frozen=False, slots=True)
 class UnitView:
     """What is known about one unit after folding its events."""
 
@@ -199,7 +200,7 @@ class UnitView:
 _UNIT_FIELDS = tuple(f.name for f in fields(UnitView))
 
 
-@dataclass(slots=True)
+@value_class(frozen=False, slots=True)
 class JobView:
     """The job as a fold of its events."""
 

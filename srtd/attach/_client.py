@@ -8,10 +8,10 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from srtd._value import value_class
 from srtd.attach._messages import read_message, said
 from srtd.attach._paths import (
     dead_message,
@@ -258,7 +258,7 @@ def _relay_for(job: str, miss: AttachError, log_dir: str | None = None) -> Relay
     return open_relay(job, found.batch_host, log_dir)
 
 
-@dataclass(frozen=True)
+@value_class
 class RunningJob:
     job_id: str
     name: str

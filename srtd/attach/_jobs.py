@@ -13,11 +13,12 @@ or half written: a client asks "what do we know", and nothing is an answer.
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from srtd._journal_file import JOURNAL_NAME, read_journal
+from srtd._value import value_class
 from srtd.attach._paths import gone_pid, is_live, pointer_facts, read_pointer, read_record, sockets
 from srtd.events import FINAL_JOB_STATES, Event, JobView, UnitState
 
@@ -53,7 +54,7 @@ def journal_end(log_dir: Path) -> tuple[str, int] | None:
 # ---------------------------------------------------------------- jobs on the cluster
 
 
-@dataclass(frozen=True)
+@value_class
 class ListedJob:
     """One row of `srtd ps`: a job of this user on the cluster, or a local job of this node."""
 

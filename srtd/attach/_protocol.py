@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srtd._json import TooDeep, loads_bounded
+from srtd._value import value_class
 
 if TYPE_CHECKING:
     from srtd.events import Event, JobView
@@ -53,7 +53,7 @@ def decode_frame(line: bytes) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
+@value_class
 class Request:
     cmd: str
     id: Any = None

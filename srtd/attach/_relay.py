@@ -27,10 +27,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO
 
+from srtd._value import value_class
 from srtd.attach._paths import read_pointer, resolve, srtd_command
 from srtd.attach._protocol import error
 from srtd.errors import EXIT_ATTACH, EXIT_OK, AttachError
@@ -62,7 +63,7 @@ def relay_argv(job_id: str, batch_host: str, log_dir: str | None = None, srun: s
     return argv
 
 
-@dataclass
+@value_class(frozen=False)
 class Relay:
     """A running relay step: the client's end of its pipe, and its srun."""
 

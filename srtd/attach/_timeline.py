@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from srtd._files import write_under
+from srtd._value import value_class
 from srtd.attach._view import STATE_STYLE
 from srtd.errors import FileRefused
 from srtd.events import Event, UnitState
@@ -35,14 +36,14 @@ SVG_NAME = "timeline.svg"
 _EDGE = re.compile(r"^(?P<unit>.+) \((?P<condition>started|ready|succeeded)\)$")
 
 
-@dataclass(frozen=True)
+@value_class
 class Segment:
     state: str
     start: float  # seconds from the job's start
     end: float
 
 
-@dataclass
+@value_class(frozen=False)
 class UnitTimeline:
     name: str
     tier: int | None
@@ -56,7 +57,7 @@ class UnitTimeline:
     segments: list[Segment] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@value_class
 class Link:
     """One step of the critical chain: `unit` waited for `after` and then took `took` to be ready."""
 
@@ -68,7 +69,7 @@ class Link:
     took: float | None
 
 
-@dataclass(frozen=True)
+@value_class
 class TierStop:
     tier: int
     start: float
@@ -76,7 +77,7 @@ class TierStop:
     units: list[str]
 
 
-@dataclass(frozen=True)
+@value_class
 class ResultMark:
     """A benchmark point journaled at `at` (a result event, docs/results.md)."""
 
@@ -85,7 +86,7 @@ class ResultMark:
     point: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@value_class
 class NodeMark:
     """A node event at `at` (docs/events.md, "Node events"): lost, replaced, ...; `reason` in words."""
 
@@ -96,7 +97,7 @@ class NodeMark:
     reason: str
 
 
-@dataclass
+@value_class(frozen=False)
 class Timeline:
     name: str
     job_id: str

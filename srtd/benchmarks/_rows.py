@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from srtd._registry import Registry, Row
+from srtd._value import value_class
 from srtd.context import PlanContext
 from srtd.engines import engine_row, nsys_client_env, profiling_client_env
 from srtd.errors import PlanError, Problem
@@ -24,7 +25,7 @@ SCRIPTS_IN_CONTAINER = "/srtctl-benchmarks"
 RESULTS_FILE = "benchmark.json"  # srtd's own clients' results (the status reporter reads it there)
 
 
-@dataclass(frozen=True)
+@value_class
 class BenchmarkTarget:
     """Where the benchmark sends requests."""
 

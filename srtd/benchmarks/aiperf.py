@@ -30,13 +30,14 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import click
 
 from srtd._files import open_file, write_target
+from srtd._value import value_class
 from srtd.errors import FileRefused
 
 #: aiperf 0.13.0 cannot load a local tokenizer directory with these set (it goes to the
@@ -45,7 +46,7 @@ _HUB_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 _TAIL_LINES = 20
 
 
-@dataclass(frozen=True)
+@value_class
 class Settings:
     """The command line, once parsed: what every aiperf run shares."""
 
@@ -60,7 +61,7 @@ class Settings:
     artifacts: Path
 
 
-@dataclass(frozen=True)
+@value_class
 class Level:
     """The outcome of one aiperf run (one concurrency level)."""
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from srtd._value import value_class
 from srtd.errors import UsageError
 
 if TYPE_CHECKING:  # the heavy modules load when a command runs, not for `srtd --help`
@@ -41,7 +42,7 @@ _OPTIONS = [
 ]
 
 
-@dataclass(frozen=True)
+@value_class
 class PlanChoice:
     """What the plan-input options chose, as given on the command line."""
 
@@ -68,7 +69,7 @@ def plan_options(func: F) -> F:
     return cast("F", command)
 
 
-@dataclass
+@value_class(frozen=False)
 class Inputs:
     recipes: list[LoadedRecipe]
     cluster: Cluster

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from srtd._files import write_under
+from srtd._value import value_class
 from srtd.attach import srtd_command
 from srtd.cli._main import cli
 from srtd.cli._verdict import located_plan
@@ -37,7 +38,7 @@ BATCH_OUTPUT = "srtd.out"
 _POLL = 1.0
 
 
-@dataclass
+@value_class(frozen=False)
 class Submission:
     loaded: LoadedRecipe
     plan: Plan

@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from srtd import _early_signals, _gc
 from srtd._files import write_under
+from srtd._value import value_class
 from srtd.cli._outcome import outcome, say
 from srtd.errors import EXIT_INPUT, FileRefused, LaunchError, PlanError, UsageError
 
@@ -41,7 +42,7 @@ LINES_HELD = 1.0  # seconds an event's line may wait on the console (the journal
 LINES_QUIET = 0.1  # ... for a pause of this long in the job's events
 
 
-@dataclass
+@value_class(frozen=False)
 class Handover:
     """What `srtd run` decided, for the supervisor's process (JSON: plain values only)."""
 

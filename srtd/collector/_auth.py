@@ -14,8 +14,9 @@ import hashlib
 import hmac
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from srtd._value import value_class
 from srtd.errors import UsageError
 
 WRITE_TOKEN_ENV = "SRTD_COLLECTOR_TOKEN"
@@ -23,7 +24,7 @@ READ_TOKEN_ENV = "SRTD_COLLECTOR_READ_TOKEN"
 COOKIE = "srtd_collector_session"
 
 
-@dataclass(frozen=True)
+@value_class
 class Tokens:
     write: str | None = field(default=None, repr=False)
     read: str | None = field(default=None, repr=False)

@@ -18,16 +18,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from srtd._value import value_class
 from srtd.collector._views import sweep_of, variant_of
 from srtd.results import Point, Stat, document_points, pareto, per_gpu, sweep_values
 
 CONCURRENCY = "concurrency"
 
 
-@dataclass(frozen=True)
+@value_class
 class Measured:
     """One point of one job, with where it belongs."""
 

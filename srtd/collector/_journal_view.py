@@ -14,12 +14,13 @@ are rows of the page's "journal notes", their detail as compact JSON, bounded.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from srtd._value import value_class
 from srtd.attach import build_timeline
 from srtd.collector._views import Journal
 from srtd.events import Event, UnitState
@@ -51,7 +52,7 @@ KNOWN_DETAIL = frozenset(
 AXIS_TICKS = 5
 
 
-@dataclass
+@value_class(frozen=False)
 class Bar:
     state: str
     start: float
@@ -60,7 +61,7 @@ class Bar:
     width: float
 
 
-@dataclass
+@value_class(frozen=False)
 class Row:
     name: str
     critical: bool
@@ -68,7 +69,7 @@ class Row:
     bars: list[Bar]
 
 
-@dataclass
+@value_class(frozen=False)
 class JournalPage:
     """What the job page shows of the journal."""
 

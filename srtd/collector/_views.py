@@ -9,9 +9,10 @@ gate passed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from srtd._value import value_class
 from srtd.events import Event, JobState, JobView, UnitState
 from srtd.status_api import epoch
 
@@ -72,7 +73,7 @@ def select(jobs: list[dict[str, Any]], query: dict[str, str]) -> list[dict[str, 
     return chosen
 
 
-@dataclass
+@value_class(frozen=False)
 class Journal:
     """An srtd job's journal, folded: the units, restarts, the culprit, time to ready."""
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar, Literal, TypeVar
 
 from srtd._registry import Registry, Row
+from srtd._value import value_class
 from srtd.context import PlanContext, render
 from srtd.engines._dynamo_install import REMAP_ROOT, install_preamble
 from srtd.engines._profiling import worker_env as profiling_env
@@ -55,7 +56,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
+@value_class
 class WorkerMode:
     """How the frontend wants its workers: registered with Dynamo, or serving HTTP themselves."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from srtd._value import value_class
 from srtd.context import PlanContext
 from srtd.engines._base import (
     Engine,
@@ -234,7 +235,7 @@ def _failover(cfg: EngineConfig | None) -> VLLMFailover | None:
     return cfg.failover if isinstance(cfg, VLLMEngine) else None
 
 
-@dataclass(frozen=True)
+@value_class
 class _EngineProcess(Process):
     """One engine of a failover worker: engine 0 serves first, 1.. are its standbys."""
 

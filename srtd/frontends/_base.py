@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from srtd._registry import Registry, Row
+from srtd._value import value_class
 from srtd.context import PlanContext
 from srtd.engines import DIRECT_LAUNCH, DYNAMO_LAUNCH, WorkerLaunch, WorkerMode, engine_row, flags
 from srtd.layout import Place
@@ -15,7 +15,7 @@ from srtd.topology import FRONTEND_INTERNAL_PORT, FRONTEND_PUBLIC_PORT, GRPC, HT
 from srtd.unit import Count, Readiness, Srun, TcpProbe, Unit, UnitKind, WorkerCountProbe
 
 
-@dataclass(frozen=True)
+@value_class
 class FrontendPlan:
     """The frontend's units, which of them carries the gate, and the public endpoint."""
 
@@ -27,7 +27,7 @@ class FrontendPlan:
     processes: tuple[str, ...] = ()  # the frontend's own server units (not nginx): what observability wraps
 
 
-@dataclass(frozen=True)
+@value_class
 class Layout:
     """Where the frontend processes go: one on the head, or several behind nginx."""
 

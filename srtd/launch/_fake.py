@@ -13,13 +13,13 @@ from __future__ import annotations
 import itertools
 import signal as _signal
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self
 
 import anyio
 import anyio.abc
 
+from srtd._value import value_class
 from srtd.errors import LaunchError
 from srtd.launch._protocol import ExitStatus, Stray
 from srtd.launch._tool import ToolRun, slurm_tool
@@ -40,7 +40,7 @@ class _RealClock:
         await anyio.sleep(seconds)
 
 
-@dataclass(frozen=True)
+@value_class
 class FakeRun:
     """What one scripted attempt does."""
 
@@ -55,7 +55,7 @@ class FakeRun:
     settle_error: str | None = None  # settle() ends the attempt (exit 1) and raises LaunchError with this message
 
 
-@dataclass(frozen=True)
+@value_class
 class FakeStart:
     unit: str
     attempt: int
@@ -65,7 +65,7 @@ class FakeStart:
     spec: Unit | None = None  # the unit as launched (its nodes, argv, env)
 
 
-@dataclass(frozen=True)
+@value_class
 class FakeSignal:
     unit: str
     attempt: int

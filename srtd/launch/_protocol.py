@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import signal as _signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
+
+from srtd._value import value_class
 
 # A signal N as an exit code (128 + N) is the exit-code table's to say.
 from srtd.errors import exit_for_signal
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from srtd.launch._tool import ToolRun  # only a type here: `srtd plan` imports this module and loads no anyio
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class ExitStatus:
     """How an attempt ended: an exit code, or the signal that killed it."""
 
@@ -71,7 +72,7 @@ class ExitStatus:
         return "unknown exit status"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class StopCause:
     """Why a stop signal came, as the launcher knows it (under Slurm: the time limit)."""
 
@@ -79,7 +80,7 @@ class StopCause:
     time_limit: bool = False  # the job is ending because its time is up
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class Stray:
     """A process a unit left behind outside its process group, found after the teardown."""
 

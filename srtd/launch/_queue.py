@@ -17,10 +17,10 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from srtd._value import value_class
 from srtd.errors import JobRefused, LaunchError, SlurmUnreached, exit_for_signal
 from srtd.launch._tool import ToolRun, run_slurm_tool
 
@@ -107,7 +107,7 @@ def slurm_exit_code(fields: Mapping[str, str]) -> int:
     return int(status) if status.isdigit() else 1
 
 
-@dataclass(frozen=True)
+@value_class
 class SlurmJob:
     """One job as squeue lists it."""
 

@@ -41,12 +41,12 @@ import os
 import shlex
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from srtd._structlog import get_logger
+from srtd._value import value_class
 from srtd.launch._process import pidfd_open
 from srtd.launch._protocol import Stray
 
@@ -83,7 +83,7 @@ def set_subreaper(on: bool) -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, int(on))
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class ProcStat:
     """The fields of `/proc/<pid>/stat` that say where a process belongs."""
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import anyio
+
+from srtd._value import value_class
 
 TOOL_TIMEOUT = 30.0
 
@@ -41,7 +42,7 @@ def communication_error(text: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@value_class
 class ToolRun:
     """What one Slurm command did."""
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from srtd._registry import unknown_name
+from srtd._value import value_class
 from srtd.benchmarks import BenchmarkTarget, benchmark_problems, benchmark_row, benchmark_unit
 from srtd.cluster import Cluster
 from srtd.context import PlanContext
@@ -276,7 +277,7 @@ def _with_cluster_mpi(cluster: Cluster, units: list[Unit]) -> list[Unit]:
     return [replace(u, srun=replace(u.srun, mpi=cluster.srun_mpi)) if u.srun.mpi else u for u in units]
 
 
-@dataclass(frozen=True)
+@value_class
 class _Ends:
     gate: str | None
     unit: Unit | None  # the benchmark

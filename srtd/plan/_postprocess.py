@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from srtd._value import value_class
 from srtd.cluster import Cluster
 from srtd.context import LOGS_IN_CONTAINER, PlanContext
 from srtd.errors import PlanError
@@ -91,7 +91,7 @@ print(bundle)
 """
 
 
-@dataclass(frozen=True)
+@value_class
 class Upload:
     """The effective `reporting.s3`: the recipe's fields over the cluster's."""
 

@@ -9,9 +9,10 @@ recipe is at hand, so the reporter reads plain data from the plan.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from srtd._value import value_class
 from srtd.cluster import Cluster
 from srtd.recipe import Recipe, ReportingStatusConfig
 from srtd.topology import ROLE_ORDER
@@ -20,7 +21,7 @@ from srtd.unit import Publisher, StatusReporting, Unit
 DEFAULT_TOKEN_ENV = "SRTCTL_STATUS_TOKEN"
 
 
-@dataclass(frozen=True)
+@value_class
 class JobShape:
     """The planned facts the started report describes."""
 

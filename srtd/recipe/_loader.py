@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from srtd._value import value_class
 from srtd._yaml import PathKey, Positions, parse_text, read_file
 from srtd.errors import Problem, RecipeError
 from srtd.recipe._errors import problems_from
@@ -32,7 +32,7 @@ def _v1_hint(file: str | None) -> str:
     )
 
 
-@dataclass(frozen=True)
+@value_class
 class LoadedRecipe:
     """A validated recipe and where it came from, so later checks can point at lines too."""
 

@@ -28,13 +28,13 @@ Nothing is dropped in silence: every comment of the original is in the output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
+from srtd._value import value_class
 from srtd._yaml import parse_text
 from srtd.errors import Problem, RecipeError
 from srtd.recipe._errors import data_path
@@ -46,7 +46,7 @@ from srtd.recipe._yaml_edit import child_map, comment_lines, dump, indent_moved_
 KEPT_HEADER = "srtd migrate: schema 1 content with no schema 2 equivalent, kept as comments"
 
 
-@dataclass(frozen=True)
+@value_class
 class Migration:
     """The outcome of migrating one file."""
 

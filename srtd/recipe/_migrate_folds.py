@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from srtd._value import value_class
 from srtd.recipe._legacy import ignored_by_srtctl
 from srtd.recipe._yaml_edit import child_map, index_of, pop_key, put_key
 
@@ -23,7 +24,7 @@ DYNAMO_GIT = "https://github.com/ai-dynamo/dynamo"
 _RoleValue = tuple[str, str, Any, Any]  # (role, field, value, its comment)
 
 
-@dataclass
+@value_class(frozen=False)
 class FoldContext:
     """What a block's fold needs to know about the rest of the file."""
 

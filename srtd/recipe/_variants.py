@@ -21,9 +21,9 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from srtd._value import value_class
 from srtd._yaml import PathKey, Positions
 from srtd.errors import Problem, RecipeError
 
@@ -44,7 +44,7 @@ MAX_SEARCHED = 1_000_000
 SHOWN_NAMES = 10
 
 
-@dataclass(frozen=True)
+@value_class
 class Variant:
     """One recipe of a file, before validation."""
 

@@ -7,17 +7,17 @@ it.  The values and bodies are `srtd.status_api`'s, the models the collector
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import quote
 
+from srtd._value import value_class
 from srtd.status_api import JobCreate, JobUpdate, Stage, Status, iso
 
 __all__ = ["Request", "Stage", "Status", "iso", "job_created", "job_updated"]
 
 
-@dataclass(frozen=True)
+@value_class
 class Request:
     """One request to every collector: `POST /api/jobs` or `PUT /api/jobs/<job id>`."""
 

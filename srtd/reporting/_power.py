@@ -31,13 +31,14 @@ import re
 import time
 from array import array
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
 from srtd._files import open_file, write_under
+from srtd._value import value_class
 from srtd.errors import FileRefused
 from srtd.events import Event
 from srtd.unit import PowerEndpoint, PowerSampling
@@ -104,7 +105,7 @@ def power_readings(
 # --------------------------------------------------------------------------- what was sampled
 
 
-@dataclass
+@value_class(frozen=False)
 class Device:
     """One GPU's samples: their times and readings (arrays: a long job has many)."""
 
@@ -113,7 +114,7 @@ class Device:
     identities: set[str] = field(default_factory=set)
 
 
-@dataclass
+@value_class(frozen=False)
 class Endpoint:
     answered: int = 0
     errors: int = 0
@@ -124,7 +125,7 @@ class Endpoint:
 # --------------------------------------------------------------------------- the windows
 
 
-@dataclass(frozen=True)
+@value_class
 class Window:
     """A measurement window the client marked, and what srtd found of its power."""
 
@@ -242,7 +243,7 @@ def check_window(doc: dict[str, Any] | str, devices: dict[Key, Device]) -> Windo
 # --------------------------------------------------------------------------- the sampler
 
 
-@dataclass(frozen=True)
+@value_class
 class Verdict:
     """What the manifest says: `complete` (every window covered), `incomplete`, or `failed` (no samples)."""
 

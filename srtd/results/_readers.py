@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from srtd._files import OUTPUT_LIMIT, read_back
+from srtd._value import value_class
 from srtd.results._schema import Point, Stat
 
 
-@dataclass(frozen=True)
+@value_class
 class Reading:
     points: tuple[Point, ...]
     problem: str | None = None  # set when nothing could be read (missing, unreadable)
@@ -56,7 +56,7 @@ def _load(path: Path) -> Any:
         raise ValueError(f"cannot read {path}: {e}") from None
 
 
-@dataclass(frozen=True)
+@value_class
 class _Fields:
     """Where one format keeps a point's plain numbers: its own field names."""
 

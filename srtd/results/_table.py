@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from io import StringIO
 from typing import Any
 
+from srtd._value import value_class
 from srtd.results._schema import Point, Results, Stat
 
 COLUMNS = (
@@ -24,7 +25,7 @@ COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
+@value_class
 class Row:
     """One point of one job, with the job's sweep values beside it."""
 

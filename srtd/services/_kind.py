@@ -7,10 +7,10 @@ answers questions (its command, its ports, its readiness, its environment).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from srtd._registry import Registry, Row
+from srtd._value import value_class
 from srtd.context import PlanContext
 from srtd.layout import Place
 from srtd.recipe import ServiceConfig
@@ -21,7 +21,7 @@ from srtd.unit import Readiness
 PHASE_TIER = {"after_frontend": 0, "with_workers": 1, "before_workers": 1, "infra": 2}
 
 
-@dataclass(frozen=True)
+@value_class
 class Instance:
     """One launch of a service: a node, and for per-worker services the worker it attaches to."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from srtd._registry import unknown_name
+from srtd._value import value_class
 from srtd.context import PlanContext
 from srtd.recipe import Recipe, ServiceConfig
 from srtd.services._kind import PHASE_TIER, ServiceKind, get_kind, kind_names
@@ -22,7 +22,7 @@ class ImpliesServices(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@value_class
 class EffectiveService:
     """A service the job runs, with its kind's defaults applied."""
 

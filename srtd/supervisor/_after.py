@@ -10,17 +10,17 @@ code; a job that already failed or was stopped runs none.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from srtd._value import value_class
 from srtd.events import JobState
 from srtd.supervisor._end import End
 from srtd.supervisor._journal import Journal
 from srtd.unit import Plan
 
 
-@dataclass(frozen=True)
+@value_class
 class AfterJob:
     """What a hook is given: the plan, the log directory, and a way to journal what it did."""
 
@@ -29,7 +29,7 @@ class AfterJob:
     note: Callable[[str, dict[str, Any]], None]  # (reason, detail) -> a job event
 
 
-@dataclass(frozen=True)
+@value_class
 class AfterJobFailure:
     """A hook's verdict that the job failed after all: its exit code and why."""
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
+from srtd._value import value_class
 from srtd.launch import ExitStatus
 
 KILL_REAP = 2.0  # real seconds to wait for a process after SIGKILL
@@ -33,7 +33,7 @@ EndKind = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@value_class
 class AttemptEnd:
     kind: EndKind
     reason: str = ""

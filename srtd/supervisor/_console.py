@@ -27,10 +27,10 @@ import io
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from srtd._structlog import load as load_structlog
+from srtd._value import value_class
 from srtd.events import Event
 from srtd.launch import ExitStatus
 from srtd.supervisor._nbstream import NonBlockingStream, would_block
@@ -59,7 +59,7 @@ def _drain(stream: IO[str]) -> None:
             stream.drain(CLOSE_DRAIN)
 
 
-@dataclass(frozen=True)
+@value_class
 class ProgressRow:
     unit: str
     state: str
@@ -67,7 +67,7 @@ class ProgressRow:
     seconds: float | None = None  # in this state for
 
 
-@dataclass(frozen=True)
+@value_class
 class SummaryRow:
     unit: str
     node: str

@@ -15,13 +15,13 @@ at the edge does not say it again with every byte.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
+from srtd._value import value_class
 from srtd.supervisor._journal import Journal
 
 CHECK_SECONDS = 2.0
@@ -37,7 +37,7 @@ class Level(StrEnum):
     FULL = "full"
 
 
-@dataclass(frozen=True)
+@value_class
 class Space:
     """A file system's room, as `statvfs` says it to an unprivileged writer."""
 

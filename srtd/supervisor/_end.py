@@ -3,16 +3,16 @@ report made of them is srtd/supervisor/_outcome.py, loaded only once the job end
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from srtd._value import value_class
 from srtd.events import Event, JobState, JobView
 
 POSTMORTEM_NAME = "postmortem.txt"
 
 
-@dataclass
+@value_class(frozen=False)
 class JobResult:
     exit_code: int
     state: JobState
@@ -25,7 +25,7 @@ class JobResult:
     postmortem: Path | None = None
 
 
-@dataclass(frozen=True)
+@value_class
 class End:
     """The job's end decision: its final state and code, and why."""
 

@@ -4,9 +4,10 @@ member relaunches before the group's backoff is over and every stopped attempt i
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from srtd._value import value_class
 from srtd.supervisor._attempt import AttemptEnd
 from srtd.supervisor._clock import Clock
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from srtd.supervisor._unit import UnitRunner
 
 
-@dataclass
+@value_class(frozen=False)
 class Group:
     name: str
     members: list[UnitRunner] = field(default_factory=list)

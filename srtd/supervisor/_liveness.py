@@ -20,11 +20,11 @@ never probes (or condemns) a unit the job has begun to stop.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from srtd._value import value_class
 from srtd.patterns import compile_log_pattern
 from srtd.supervisor._clock import Clock, within
 from srtd.supervisor._probes import ProbeResult, check, describe
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-@dataclass(frozen=True)
+@value_class
 class Unhealthy:
     """The verdict: what failed, how many times in a row, and the last error."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from srtd._files import write_under
+from srtd._value import value_class
 from srtd.errors import FileRefused
 from srtd.events import Event, JobView
 from srtd.launch import ExitStatus
@@ -17,7 +17,7 @@ from srtd.supervisor._tail import read_tail
 TAIL_LINES = 50
 
 
-@dataclass(frozen=True)
+@value_class
 class UnitLog:
     unit: str
     path: Path

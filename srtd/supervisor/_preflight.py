@@ -18,12 +18,13 @@ import contextlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from srtd._files import write_under
+from srtd._value import value_class
 from srtd.errors import EXIT_PREFLIGHT, FileRefused
 from srtd.events import JobState
 from srtd.launch import Launcher, ToolRun
@@ -49,7 +50,7 @@ __all__ = ["CHECK_PROGRAM", "Preflight", "check_argv", "checked_nodes", "memory_
 NODE_KEY = "node"  # the journal's `detail.node` (docs/events.md, node events)
 
 
-@dataclass(frozen=True)
+@value_class
 class NodeVerdict:
     node: str
     ok: bool

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from srtd._value import value_class
 from srtd.unit import Plan, Unit, UnitKind
 
 # Run by its path with `-I -S`: it needs nothing of srtd's and no site-packages, so it
@@ -20,7 +21,7 @@ from srtd.unit import Plan, Unit, UnitKind
 CHECK_PROGRAM = str(Path(__file__).resolve().parents[1] / "launch" / "_node_check.py")
 
 
-@dataclass(frozen=True)
+@value_class
 class Preflight:
     """How `srtd run` checks the nodes: the cluster's settings and the engines' memory flags."""
 
@@ -30,7 +31,7 @@ class Preflight:
     python: str = field(default_factory=lambda: sys.executable)
 
 
-@dataclass(frozen=True)
+@value_class
 class NodeNeeds:
     gpus: tuple[int, ...]  # () with `gpu_check`: every GPU of the node
     ports: tuple[int, ...]

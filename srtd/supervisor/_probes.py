@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from srtd._json import loads_bounded
+from srtd._value import value_class
 from srtd.unit import Count, FileProbe, HttpProbe, LogProbe, Plan, Probe, TcpProbe, WorkerCountProbe
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class NudgeBucket:
         self.tokens = max(0.0, self.tokens - 1)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class ProbeResult:
     ok: bool
     detail: str = ""

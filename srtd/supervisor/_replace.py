@@ -25,12 +25,11 @@ which is the order in which they come back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from srtd._value import value_class
 from srtd.unit import Plan, Unit
 
 
-@dataclass(frozen=True)
+@value_class
 class Replacement:
     lost: str
     spare: str

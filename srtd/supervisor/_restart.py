@@ -8,9 +8,9 @@ streak starts over once an attempt has run cleanly (ready, if it has a probe) fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from srtd._value import value_class
 from srtd.unit import Restart, RestartMode
 
 
@@ -19,7 +19,7 @@ def rotated_log(path: Path, restart_number: int) -> Path:
     return path.with_name(f"{path.name}.{restart_number}")
 
 
-@dataclass(slots=True)
+@value_class(frozen=False, slots=True)
 class RestartTracker:
     policy: Restart
     count: int = 0  # restarts scheduled so far, over the job

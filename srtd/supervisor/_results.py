@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from srtd import results as measured
+from srtd._value import value_class
 from srtd.events import UnitState
 from srtd.results import resolve
 from srtd.supervisor._clock import Clock
@@ -34,7 +34,7 @@ POLL_SECONDS = 1.0
 _RUNNING = (UnitState.STARTING, UnitState.READY)
 
 
-@dataclass(frozen=True)
+@value_class
 class GateFailure:
     unit: str
     reason: str

@@ -28,13 +28,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from srtd._files import open_read
+from srtd._value import value_class
 from srtd.errors import FileRefused
 
 CHUNK = 64 * 1024
@@ -42,7 +42,7 @@ MAX_PARTIAL = 64 * 1024
 BURST = 4 * 1024 * 1024  # bytes read per poll before the event loop gets its turn
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(slots=True)
 class LogLine:
     text: str
     generation: int

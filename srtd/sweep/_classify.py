@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 
+from srtd._value import value_class
 from srtd.errors import EXIT_INPUT, EXIT_NO_RESULTS
 
 
@@ -32,7 +32,7 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"  # ended on purpose (`srtd sweep --cancel`, scancel): not retried
 
 
-@dataclass(frozen=True)
+@value_class
 class Facts:
     """What is known of one ended job (every field may be missing)."""
 
@@ -46,7 +46,7 @@ class Facts:
     postmortem: str | None = None  # the post-mortem's first line
 
 
-@dataclass(frozen=True)
+@value_class
 class Verdict:
     outcome: Outcome
     why: str  # one line for the failure list

@@ -6,17 +6,17 @@ missing, truncated or planted file is "nothing known", never an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from srtd._files import SMALL_LIMIT, read_text_back
+from srtd._value import value_class
 from srtd.errors import printable
 from srtd.events import FINAL_JOB_STATES
 
 _REASON = "reason: "
 
 
-@dataclass(frozen=True)
+@value_class
 class JournalEnd:
     state: str
     exit_code: int

@@ -20,10 +20,11 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from srtd._value import value_class
 from srtd.errors import SlurmUnreached
 from srtd.sweep._classify import Outcome, classify
 from srtd.sweep._manifest import JobRecord, Manifest, PointRecord, save_manifest
@@ -32,7 +33,7 @@ from srtd.sweep._slurm import Queue, SlurmView
 _HELD_OFF = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
-@dataclass
+@value_class(frozen=False)
 class Point:
     """One sweep point of this invocation: what identifies it and what submits it."""
 
@@ -44,7 +45,7 @@ class Point:
     payload: Any = None  # the command's submission (a prepared `srtd submit` job)
 
 
-@dataclass
+@value_class(frozen=False)
 class Campaign:
     directory: Path
     manifest: Manifest

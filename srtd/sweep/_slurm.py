@@ -10,10 +10,10 @@ knows is "forgotten" and judged by its journal alone.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from srtd._value import value_class
 from srtd.sweep._classify import Facts
 from srtd.sweep._facts import has_results, journal_end, postmortem_line
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from srtd.sweep._manifest import JobRecord
 
 
-@dataclass(frozen=True)
+@value_class
 class SlurmView:
     state: str  # Slurm's, upper case
     nodes: tuple[str, ...] = ()

@@ -9,12 +9,11 @@ GPU offset, moving to the next node when one does not fit (or always, with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from srtd._value import value_class
 from srtd.errors import PlanError, Problem
 
 
-@dataclass(frozen=True)
+@value_class
 class Endpoint:
     """One logical worker: a role, an index, its nodes and the GPU indices it uses on each."""
 
@@ -42,7 +41,7 @@ class Endpoint:
         return f"{self.role}_{self.index}"
 
 
-@dataclass
+@value_class(frozen=False)
 class Cursor:
     node: int = 0
     offset: int = 0

@@ -13,15 +13,16 @@ the client takes the last.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 
+from srtd._value import value_class
 from srtd.errors import PlanError
 
 ROLE_ORDER = ("prefill", "decode", "agg")
 
 
-@dataclass(frozen=True)
+@value_class
 class NodeNeeds:
     """How many nodes of each kind a recipe asks for."""
 
@@ -51,7 +52,7 @@ class NodeNeeds:
         return max(self.reserved + self.engine + sum(n for _, n in self.pools), 1)
 
 
-@dataclass(frozen=True)
+@value_class
 class NodeMap:
     """Every node's job."""
 

@@ -10,14 +10,13 @@ collides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from srtd._value import value_class
 from srtd.errors import PlanError
 
 PORT_LIMIT = 65536
 
 
-@dataclass(frozen=True)
+@value_class
 class PortKind:
     name: str
     base: int

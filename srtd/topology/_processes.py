@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from srtd._value import value_class
 from srtd.topology._endpoints import Endpoint
 from srtd.topology._ports import PortAllocator, PortKind
 
 
-@dataclass(frozen=True)
+@value_class
 class Process:
     """One worker process on one node (rank `node_rank` of its endpoint)."""
 
@@ -31,7 +32,7 @@ class Process:
         return ",".join(str(g) for g in sorted(self.endpoint.gpus))
 
 
-@dataclass(frozen=True)
+@value_class
 class PortPlan:
     """Which kinds a worker process binds: on every process, on the leader only, once per endpoint."""
 
