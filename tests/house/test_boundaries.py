@@ -21,7 +21,8 @@ SRTD = ROOT / "srtd"
 # The layers of srtd/, bottom first: each package (or top-level module) may import the
 # packages of the layers below its own, and none of its own layer or above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_shape", "_json", "_files", "_value"),  # dataclasses with shared methods; decoding JSON from others and checking its shape: for the journal's readers
+    # dataclasses with shared methods; decoding JSON from others and checking its shape: for the journal's readers
+    ("_shape", "_json", "_files", "_value"),
     ("_record",),  # frozen records checked by _shape: the plan's data types without pydantic
     ("_unit_knobs",),  # the unit's probes, restart, container, srun (srtd.unit is their face)
     (

@@ -64,12 +64,16 @@ def test_a_value_class_answers_as_the_dataclass(options: dict[str, Any]) -> None
     b_made, b_ours = _same(made, ours, **{**kw, "hidden": (9,), "ignored": 7.0})  # differs in a compared field only
     c_made, c_ours = _same(made, ours, **{**kw, "ignored": 9.0})  # differs in an uncompared field only
 
-    assert repr(a_ours) == repr(a_made).replace(made.__qualname__, ours.__qualname__) == (
-        "twins.<locals>.body.<locals>.Point(x=1, y='b', ignored=2.5)"
+    assert (
+        repr(a_ours)
+        == repr(a_made).replace(made.__qualname__, ours.__qualname__)
+        == ("twins.<locals>.body.<locals>.Point(x=1, y='b', ignored=2.5)")
     )
     assert (a_ours == b_ours) is (a_made == b_made) is False
     assert (a_ours == c_ours) is (a_made == c_made) is options.get("eq", True)
-    assert (a_ours == a_ours) and (a_made == a_made)
+    same_ours, same_made = a_ours, a_made
+    assert a_ours == same_ours
+    assert a_made == same_made
     assert a_ours.__eq__(object()) is NotImplemented or not options.get("eq", True)
     assert (made.__hash__ is None) is (ours.__hash__ is None)
     if made.__hash__ is not None and options.get("eq", True):
@@ -86,16 +90,18 @@ def test_only_the_init_is_generated_and_the_rest_is_shared() -> None:
     assert ours.__eq__ is equal_by_fields
     assert ours.__hash__ is hash_by_fields
     assert ours.__repr__ is repr_by_fields
-    assert "__setattr__" not in vars(ours) and "__delattr__" not in vars(ours)  # frozen is mypy's
+    assert "__setattr__" not in vars(ours)  # frozen is mypy's
+    assert "__delattr__" not in vars(ours)
     _, mutable = twins(frozen=False)
     assert mutable.__hash__ is None  # as a mutable dataclass with equality: unhashable
     _, identity = twins(eq=False)
-    assert identity.__eq__ is object.__eq__ and identity.__hash__ is object.__hash__
+    assert identity.__eq__ is object.__eq__
+    assert identity.__hash__ is object.__hash__
 
 
 def test_what_a_class_defines_itself_is_kept() -> None:
     @value_class
-    class Own:
+    class Own:  # noqa: PLW1641  # no __hash__ of its own: value_class gives it one, as dataclass
         x: int
 
         def __repr__(self) -> str:
@@ -111,7 +117,8 @@ def test_what_a_class_defines_itself_is_kept() -> None:
         def __hash__(self) -> int:
             return 7
 
-    assert repr(Own(1)) == "own" and Own(1) == Own(2)
+    assert repr(Own(1)) == "own"
+    assert Own(1) == Own(2)
     assert Own.__hash__ is hash_by_fields  # frozen with an __eq__ of its own: hashed by its fields, as dataclass does
     assert hash(Hashed(1)) == 7
 
@@ -125,12 +132,20 @@ def test_a_subclass_compares_its_base_fields_too() -> None:
     class Child(Base):
         b: int = 0
 
-    assert Child(1, 2) != Child(2, 2) and Child(1, 2) == Child(1, 2)
+    assert Child(1, 2) != Child(2, 2)
+    assert Child(1, 2) == Child(1, 2)
     assert Child(1, 2) != Base(1)  # another class: not equal, as dataclasses
     assert repr(Child(1, 2)).endswith("Child(a=1, b=2)")
 
 
-@given(st.integers(), st.text(), st.lists(st.integers()).map(tuple), st.floats(allow_nan=False), st.integers(), st.text())
+@given(
+    st.integers(),
+    st.text(),
+    st.lists(st.integers()).map(tuple),
+    st.floats(allow_nan=False),
+    st.integers(),
+    st.text(),
+)
 def test_equality_and_hash_match_the_dataclass_for_any_values(
     x: int, y: str, hidden: tuple[int, ...], ignored: float, x2: int, y2: str
 ) -> None:
