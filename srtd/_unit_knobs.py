@@ -8,7 +8,7 @@ from there); kept apart only to keep each module small.  Each is a frozen record
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Literal
 
@@ -33,7 +33,6 @@ STR_MAP = s.DictOf(STR)
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class TcpProbe(Record):
     """Ready when `port` on `node` accepts a TCP connection."""
 
@@ -45,7 +44,6 @@ class TcpProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class HttpProbe(Record):
     """Ready when GET http://<node>:<port><path> answers `status`."""
 
@@ -59,7 +57,6 @@ class HttpProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class LogProbe(Record):
     """Ready when a complete line of the unit's log matches `pattern`."""
 
@@ -70,7 +67,6 @@ class LogProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class FileProbe(Record):
     """Ready when `path` exists (a file the unit writes on shared storage, seen from `node`)."""
 
@@ -82,7 +78,6 @@ class FileProbe(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Count(Record):
     """One way to read a number out of a JSON health document.
 
@@ -100,7 +95,6 @@ class Count(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class WorkerCountProbe(Record):
     """The frontend gate: a JSON document that counts registered workers.
 
@@ -140,7 +134,6 @@ PROBE = Tagged(
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Readiness(Record):
     probe: Probe
     timeout_seconds: float = 120.0
@@ -150,7 +143,6 @@ class Readiness(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Liveness(Record):
     """Is a ready unit still alive?  Checked once per period, only while it is ready.
 
@@ -187,7 +179,6 @@ class RestartMode(StrEnum):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Restart(Record):
     """How a unit is relaunched when it exits.  Counts are per unit over the job."""
 
@@ -226,7 +217,6 @@ class Restart(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Container(Record):
     """A container image and what is mounted into it (pyxis/enroot semantics)."""
 
@@ -247,7 +237,6 @@ SRUN_OWNED_FLAGS = frozenset((*_STEP_FLAGS, "container-image", "container-name")
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Srun(Record):
     """Knobs the Slurm launcher turns into srun flags; the local launcher ignores them."""
 
@@ -278,7 +267,6 @@ class Srun(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ResultsSpec(Record):
     """Where a benchmark unit leaves what it measured, and how srtd reads it (docs/results.md).
 

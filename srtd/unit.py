@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -130,7 +130,6 @@ class Condition(StrEnum):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Edge(Record):
     unit: str
     condition: Condition = Condition.READY
@@ -142,7 +141,6 @@ class Edge(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Unit(Record):
     """One supervised process: one Slurm step under the Slurm launcher.
 
@@ -229,7 +227,6 @@ class Unit(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Publisher(Record):
     """A command run on srtd's host after a job whose results passed the gate (docs/results.md).
 
@@ -249,7 +246,6 @@ class Publisher(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class PowerEndpoint(Record):
     """One GPU exporter srtd samples: its node and its metrics URL."""
 
@@ -260,7 +256,6 @@ class PowerEndpoint(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class PowerSampling(Record):
     """srtd's sampling of GPU power over the job (`telemetry.enabled`, docs/services.md).
 
@@ -296,7 +291,6 @@ class PowerSampling(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class StatusReporting(Record):
     """Where the job's lifecycle is reported (srt-slurm's status collector contract).
 
@@ -329,7 +323,6 @@ class StatusReporting(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class TeardownBudget(Record):
     """Σ over tiers of the slowest unit of the tier, against what Slurm allows."""
 
@@ -349,7 +342,6 @@ class TeardownBudget(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Sbatch(Record):
     """What the sbatch wrapper asks Slurm for."""
 
@@ -379,7 +371,6 @@ class Sbatch(Record):
 
 
 @record
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Plan(Record):
     format: int = PLAN_FORMAT
     name: str
