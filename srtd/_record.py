@@ -141,14 +141,12 @@ def record(cls: type[R]) -> type[R]:
     declared = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     if list(declared) != list(cls.SPEC):
         raise TypeError(f"{cls.__name__}: SPEC must name every field in declared order")
-    cls._required = frozenset(
-        name for name, f in declared.items() if f.default is MISSING and f.default_factory is MISSING
-    )
-    cls._names = frozenset(declared)
     cls._defaults = tuple(
         (name, _Factory(f.default_factory) if f.default_factory is not MISSING else f.default)
         for name, f in declared.items()
     )
+    cls._names = frozenset(declared)
+    cls._required = frozenset(name for name, default in cls._defaults if default is MISSING)
     cls._normalise = tuple((name, n) for name, spec in cls.SPEC.items() if (n := _normaliser(spec)) is not None)
     describe_fields(cls)
     return cls
